@@ -1,0 +1,65 @@
+// The packed shared-prompt layout (design section 2).
+//
+// A batch holds G prompt groups packed back to back:
+//     [ prompt_0 | resp_0,0 | ... | resp_0,N0-1 | prompt_1 | resp_1,0 | ... ]
+// Representation (varlen style, int32):
+//   cu_seqlens: S+1 offsets over all S segments in packed order, prompts and responses alike;
+//               segment s covers tokens [cu_seqlens[s], cu_seqlens[s+1]); cu_seqlens[0] == 0 and
+//               cu_seqlens[S] == T.
+//   cu_groups:  G+1 segment indices; group g owns segments [cu_groups[g], cu_groups[g+1]), the
+//               first of which is its prompt and the rest its N_g >= 1 responses;
+//               cu_groups[0] == 0 and cu_groups[G] == S.
+// Visibility: query q sees key k iff both are in the same group, k <= q, and k is in the group's
+// prompt or in q's own segment.
+//
+// A Layout is always valid: both factories check every rule and throw dualkv::Error naming the
+// offending argument. It holds host copies only; CUDA dispatch uploads what kernels need.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dualkv {
+
+class Layout {
+ public:
+  // prompt_lengths[g] = P_g >= 1; response_lengths[g] = {R_g,0, ...}, non-empty, each >= 1.
+  // Lengths are int64 so that a total past the int32 range is reported, not wrapped.
+  static Layout from_lengths(const std::vector<int64_t>& prompt_lengths,
+                             const std::vector<std::vector<int64_t>>& response_lengths);
+
+  // Validates offsets given directly (e.g. from a trainer's tensors).
+  static Layout from_offsets(std::vector<int32_t> cu_seqlens, std::vector<int32_t> cu_groups);
+
+  const std::vector<int32_t>& cu_seqlens() const { return cu_seqlens_; }
+  const std::vector<int32_t>& cu_groups() const { return cu_groups_; }
+
+  int32_t num_groups() const { return static_cast<int32_t>(cu_groups_.size()) - 1; }
+  int32_t num_segments() const { return static_cast<int32_t>(cu_seqlens_.size()) - 1; }
+  int32_t total_tokens() const { return cu_seqlens_.back(); }
+
+  int32_t segment_begin(int32_t s) const { return cu_seqlens_[s]; }
+  int32_t segment_end(int32_t s) const { return cu_seqlens_[s + 1]; }
+  int32_t prompt_segment(int32_t g) const { return cu_groups_[g]; }
+  int32_t prompt_begin(int32_t g) const { return cu_seqlens_[cu_groups_[g]]; }
+  int32_t prompt_end(int32_t g) const { return cu_seqlens_[cu_groups_[g] + 1]; }
+  int32_t prompt_length(int32_t g) const { return prompt_end(g) - prompt_begin(g); }
+  int32_t num_responses(int32_t g) const { return cu_groups_[g + 1] - cu_groups_[g] - 1; }
+  int32_t group_end(int32_t g) const { return cu_seqlens_[cu_groups_[g + 1]]; }
+  int32_t max_segment_length() const;
+
+  // Query-key pairs the mask allows: sum_g P_g(P_g+1)/2 + sum_i (R_i P_g + R_i(R_i+1)/2).
+  int64_t visible_pairs() const;
+  // Tokens and pairs of the equivalent N-copy layout ([prompt; response_i] per response).
+  int64_t ncopy_tokens() const;
+  int64_t ncopy_pairs() const;
+
+ private:
+  Layout(std::vector<int32_t> cu_seqlens, std::vector<int32_t> cu_groups)
+      : cu_seqlens_(std::move(cu_seqlens)), cu_groups_(std::move(cu_groups)) {}
+
+  std::vector<int32_t> cu_seqlens_;
+  std::vector<int32_t> cu_groups_;
+};
+
+}  // namespace dualkv
