@@ -1,0 +1,238 @@
+// CPU backward pass (FlashAttention math, O and LSE read from the forward, never recomputed):
+//   D_q = dO_q . O_q,  P_qk = exp(scale * q.k - LSE_q),  dS_qk = P_qk (dO_q . V_k - D_q),
+//   dQ_q = scale * sum_k dS_qk K_k,  dK_k = scale * sum_q dS_qk Q_q,  dV_k = sum_q P_qk dO_q.
+//
+// Kv heads are processed one after another: K, V and, for each of the H / Hk query heads reading
+// them, Q, dO, LSE and D are staged once (staged_head.h). Inside a kv head two kinds of items run
+// in one parallel list, heaviest first:
+//   - dQ items (query head, query block): walk the block's key ranges like the forward pass;
+//   - dK/dV items (key block): walk the queries that see the block (visible_ranges.h) in every
+//     query head of the group, which also sums the group's heads into the kv head's gradient.
+// Each item owns the gradient rows it writes, so there are no atomics and the result does not
+// depend on the thread count. P and dS are recomputed tile by tile in both kinds of items
+// instead of being stored, which keeps scratch at O(tokens * head_dim).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cpu/gather.h"
+#include "cpu/staged_head.h"
+#include "cpu/thread_pool.h"
+#include "cpu/tile_math.h"
+#include "cpu/visible_ranges.h"
+#include "cpu/work_shape.h"
+#include "host/backend.h"
+
+namespace dualkv::detail {
+namespace {
+
+using cpu::Copies;
+using cpu::KeyRanges;
+using cpu::kColumnTile;
+using cpu::kRowTile;
+using cpu::StagedHead;
+using cpu::TokenBlock;
+using cpu::TokenRange;
+
+// The staged operands of one query head.
+template <typename Acc>
+struct QueryHead {
+  QueryHead(int64_t tokens, int64_t head_dim)
+      : queries(tokens, head_dim, Copies::kBoth),
+        douts(tokens, head_dim, Copies::kBoth),
+        lse(static_cast<size_t>(tokens)),
+        delta(static_cast<size_t>(tokens)) {}
+
+  StagedHead<Acc> queries;
+  StagedHead<Acc> douts;
+  std::vector<Acc> lse;
+  std::vector<Acc> delta;  // D_q = dO_q . O_q
+};
+
+// One entry of the parallel work list.
+struct WorkItem {
+  enum class Kind { kQueryGradient, kKeyValueGradient } kind;
+  int32_t block;
+  int32_t local_head;  // query head within the kv head's group; unused by key/value items
+};
+
+template <typename Acc>
+class BackwardPass {
+ public:
+  BackwardPass(const Layout& layout, const BackwardParams& params)
+      : layout_(layout),
+        params_(params),
+        head_dim_(params.q.head_dim),
+        heads_per_kv_(params.q.heads / params.k.heads),
+        scale_(static_cast<Acc>(params.softmax_scale)),
+        keys_(params.k.tokens, head_dim_, Copies::kBoth),
+        values_(params.v.tokens, head_dim_, Copies::kBoth) {
+    group_.reserve(static_cast<size_t>(heads_per_kv_));
+    for (int64_t i = 0; i < heads_per_kv_; ++i) group_.emplace_back(params.q.tokens, head_dim_);
+  }
+
+  void run() {
+    const int threads = cpu::resolve_thread_count(params_.options.cpu_threads);
+    const std::vector<TokenBlock> blocks = cpu::split_into_blocks(layout_, cpu::kTokenBlock);
+    const std::vector<WorkItem> items = plan(blocks);
+    const int64_t tokens = layout_.total_tokens();
+
+    for (int64_t kv_head = 0; kv_head < params_.k.heads; ++kv_head) {
+      cpu::parallel_for(cpu::staging_items(tokens), threads, [&](int64_t item) {
+        const int64_t begin = item * cpu::kStagingTokens;
+        stage(kv_head, begin, std::min(begin + cpu::kStagingTokens, tokens));
+      });
+      cpu::parallel_for(static_cast<int64_t>(items.size()), threads, [&](int64_t i) {
+        const WorkItem& item = items[static_cast<size_t>(i)];
+        const TokenBlock& block = blocks[static_cast<size_t>(item.block)];
+        if (item.kind == WorkItem::Kind::kQueryGradient) {
+          query_gradient(kv_head * heads_per_kv_ + item.local_head, group_[static_cast<size_t>(item.local_head)], block);
+        } else {
+          key_value_gradient(kv_head, block);
+        }
+      });
+    }
+  }
+
+ private:
+  // Both kinds of items for every block, heaviest first. A key/value item covers every query
+  // head of the group, so its cost is its pairs times the group size.
+  std::vector<WorkItem> plan(const std::vector<TokenBlock>& blocks) const {
+    std::vector<WorkItem> items;
+    std::vector<int64_t> costs;
+    for (int32_t b = 0; b < static_cast<int32_t>(blocks.size()); ++b) {
+      const int64_t query_pairs = cpu::pairs_of_query_block(layout_, blocks[static_cast<size_t>(b)]);
+      for (int32_t h = 0; h < heads_per_kv_; ++h) {
+        items.push_back({WorkItem::Kind::kQueryGradient, b, h});
+        costs.push_back(query_pairs);
+      }
+      items.push_back({WorkItem::Kind::kKeyValueGradient, b, 0});
+      costs.push_back(cpu::pairs_of_key_block(layout_, blocks[static_cast<size_t>(b)]) * heads_per_kv_);
+    }
+    std::vector<WorkItem> ordered;
+    ordered.reserve(items.size());
+    for (int32_t i : cpu::heaviest_first(costs)) ordered.push_back(items[static_cast<size_t>(i)]);
+    return ordered;
+  }
+
+  void stage(int64_t kv_head, int64_t begin, int64_t end) {
+    keys_.load(params_.k, kv_head, begin, end);
+    values_.load(params_.v, kv_head, begin, end);
+    std::vector<Acc> out_row(static_cast<size_t>(head_dim_));
+    for (int64_t i = 0; i < heads_per_kv_; ++i) {
+      const int64_t head = kv_head * heads_per_kv_ + i;
+      QueryHead<Acc>& staged = group_[static_cast<size_t>(i)];
+      staged.queries.load(params_.q, head, begin, end);
+      staged.douts.load(params_.dout, head, begin, end);
+      for (int64_t t = begin; t < end; ++t) {
+        staged.lse[static_cast<size_t>(t)] = static_cast<Acc>(params_.lse.data[head * params_.lse.head_stride + t]);
+        cpu::load_row(params_.out, t, head, out_row.data());
+        const Acc* dout = staged.douts.row(t);
+        Acc delta = 0;
+        for (int64_t d = 0; d < head_dim_; ++d) delta += dout[d] * out_row[static_cast<size_t>(d)];
+        staged.delta[static_cast<size_t>(t)] = delta;
+      }
+    }
+  }
+
+  // dQ of one query head's block: the forward's walk over the block's key ranges.
+  void query_gradient(int64_t head, const QueryHead<Acc>& staged, const TokenBlock& block) const {
+    const KeyRanges ranges = cpu::keys_seen_by(layout_, block);
+    std::vector<Acc> dq(static_cast<size_t>(kRowTile * head_dim_));
+    for (int32_t first = block.begin; first < block.end; first += kRowTile) {
+      const int rows = std::min<int32_t>(kRowTile, block.end - first);
+      const Acc* query_rows[kRowTile];
+      const Acc* dout_rows[kRowTile];
+      cpu::tile_rows(staged.queries, first, rows, query_rows);
+      cpu::tile_rows(staged.douts, first, rows, dout_rows);
+      std::fill(dq.begin(), dq.end(), Acc(0));
+      for (const TokenRange& range : {ranges.prompt, ranges.own}) {
+        const int32_t key_end = std::min(range.end, first + rows);
+        for (int32_t key = range.begin; key < key_end; key += kColumnTile) {
+          cpu::ScoreTile<Acc> scores;
+          cpu::ScoreTile<Acc> dout_dot_values;
+          cpu::dot_tile(query_rows, keys_.columns(key), keys_.column_stride(), head_dim_, scores);
+          cpu::dot_tile(dout_rows, values_.columns(key), values_.column_stride(), head_dim_, dout_dot_values);
+          for (int r = 0; r < rows; ++r) {
+            const int32_t query = first + r;
+            const int visible = std::min({kColumnTile, key_end - key, query + 1 - key});
+            const Acc lse = staged.lse[static_cast<size_t>(query)];
+            const Acc delta = staged.delta[static_cast<size_t>(query)];
+            for (int c = 0; c < visible; ++c) {
+              const Acc p = std::exp(scale_ * scores[r][c] - lse);
+              const Acc ds = p * (dout_dot_values[r][c] - delta);
+              cpu::add_scaled(ds, keys_.row(key + c), head_dim_, &dq[r * head_dim_]);
+            }
+          }
+        }
+      }
+      for (int r = 0; r < rows; ++r) {
+        cpu::scale_in_place(scale_, head_dim_, &dq[r * head_dim_]);
+        cpu::store_row(params_.dq, first + r, head, &dq[r * head_dim_]);
+      }
+    }
+  }
+
+  // dK and dV of one key block of a kv head, summed over the query heads that read it.
+  void key_value_gradient(int64_t kv_head, const TokenBlock& block) const {
+    const TokenRange queries = cpu::queries_seeing(layout_, block);
+    std::vector<Acc> dk(static_cast<size_t>(kRowTile * head_dim_));
+    std::vector<Acc> dv(static_cast<size_t>(kRowTile * head_dim_));
+    for (int32_t first = block.begin; first < block.end; first += kRowTile) {
+      const int rows = std::min<int32_t>(kRowTile, block.end - first);
+      const Acc* key_rows[kRowTile];
+      const Acc* value_rows[kRowTile];
+      cpu::tile_rows(keys_, first, rows, key_rows);
+      cpu::tile_rows(values_, first, rows, value_rows);
+      std::fill(dk.begin(), dk.end(), Acc(0));
+      std::fill(dv.begin(), dv.end(), Acc(0));
+      for (const QueryHead<Acc>& staged : group_) {
+        // Queries before the tile's first key see none of its keys.
+        for (int32_t query = first; query < queries.end; query += kColumnTile) {
+          cpu::ScoreTile<Acc> scores;
+          cpu::ScoreTile<Acc> values_dot_douts;
+          cpu::dot_tile(key_rows, staged.queries.columns(query), staged.queries.column_stride(), head_dim_, scores);
+          cpu::dot_tile(value_rows, staged.douts.columns(query), staged.douts.column_stride(), head_dim_,
+                        values_dot_douts);
+          const int last = std::min(kColumnTile, queries.end - query);
+          for (int r = 0; r < rows; ++r) {
+            // Causality: key first + r is seen by queries at or after it.
+            for (int c = std::max(0, first + r - query); c < last; ++c) {
+              const size_t q = static_cast<size_t>(query + c);
+              const Acc p = std::exp(scale_ * scores[r][c] - staged.lse[q]);
+              const Acc ds = p * (values_dot_douts[r][c] - staged.delta[q]);
+              cpu::add_scaled(p, staged.douts.row(query + c), head_dim_, &dv[r * head_dim_]);
+              cpu::add_scaled(ds, staged.queries.row(query + c), head_dim_, &dk[r * head_dim_]);
+            }
+          }
+        }
+      }
+      for (int r = 0; r < rows; ++r) {
+        cpu::scale_in_place(scale_, head_dim_, &dk[r * head_dim_]);
+        cpu::store_row(params_.dk, first + r, kv_head, &dk[r * head_dim_]);
+        cpu::store_row(params_.dv, first + r, kv_head, &dv[r * head_dim_]);
+      }
+    }
+  }
+
+  const Layout& layout_;
+  const BackwardParams& params_;
+  const int64_t head_dim_;
+  const int64_t heads_per_kv_;
+  const Acc scale_;
+  StagedHead<Acc> keys_;
+  StagedHead<Acc> values_;
+  std::vector<QueryHead<Acc>> group_;  // the query heads reading the current kv head
+};
+
+}  // namespace
+
+void cpu_backward(const Layout& layout, const BackwardParams& params) {
+  if (params.options.accumulation == Accumulation::kFloat64) {
+    BackwardPass<double>(layout, params).run();
+  } else {
+    BackwardPass<float>(layout, params).run();
+  }
+}
+
+}  // namespace dualkv::detail

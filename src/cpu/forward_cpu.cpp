@@ -1,0 +1,172 @@
+// CPU forward pass: O = softmax(scale * Q K^T + mask) V and LSE = log sum exp, per query head.
+//
+// Kv heads are processed one after another: each one's K and V are staged once (staged_head.h)
+// and shared by the H / Hk query heads that read it. Inside a kv head, (query head, query block)
+// items run in parallel, heaviest block first; every item owns its output rows, so no two threads
+// write the same element and the result does not depend on the thread count.
+// An item walks its block kRowTile query rows at a time through the block's key ranges
+// (visible_ranges.h), kColumnTile keys per step, with an online softmax: a running row max and
+// sum, and the output rescaled whenever the max grows, so no score row is ever stored.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cpu/gather.h"
+#include "cpu/staged_head.h"
+#include "cpu/thread_pool.h"
+#include "cpu/tile_math.h"
+#include "cpu/visible_ranges.h"
+#include "cpu/work_shape.h"
+#include "host/backend.h"
+
+namespace dualkv::detail {
+namespace {
+
+using cpu::Copies;
+using cpu::KeyRanges;
+using cpu::kColumnTile;
+using cpu::kRowTile;
+using cpu::StagedHead;
+using cpu::TokenBlock;
+using cpu::TokenRange;
+
+// Online softmax state of kRowTile query rows and their unnormalised output.
+template <typename Acc>
+struct RowTileState {
+  explicit RowTileState(int64_t head_dim) : out(static_cast<size_t>(kRowTile * head_dim)) {}
+
+  void reset() {
+    std::fill(max, max + kRowTile, -std::numeric_limits<Acc>::infinity());
+    std::fill(sum, sum + kRowTile, Acc(0));
+    std::fill(out.begin(), out.end(), Acc(0));
+  }
+
+  Acc max[kRowTile];
+  Acc sum[kRowTile];
+  std::vector<Acc> out;  // kRowTile rows of head_dim
+};
+
+template <typename Acc>
+class ForwardPass {
+ public:
+  ForwardPass(const Layout& layout, const ForwardParams& params)
+      : layout_(layout),
+        params_(params),
+        head_dim_(params.q.head_dim),
+        heads_per_kv_(params.q.heads / params.k.heads),
+        scale_(static_cast<Acc>(params.softmax_scale)),
+        keys_(params.k.tokens, head_dim_, Copies::kColumns),
+        values_(params.v.tokens, head_dim_, Copies::kRows) {
+    queries_.reserve(static_cast<size_t>(heads_per_kv_));
+    for (int64_t i = 0; i < heads_per_kv_; ++i) queries_.emplace_back(params.q.tokens, head_dim_, Copies::kRows);
+  }
+
+  void run() {
+    const int threads = cpu::resolve_thread_count(params_.options.cpu_threads);
+    const std::vector<TokenBlock> blocks = cpu::split_into_blocks(layout_, cpu::kTokenBlock);
+    std::vector<int64_t> costs;
+    costs.reserve(blocks.size());
+    for (const TokenBlock& block : blocks) costs.push_back(cpu::pairs_of_query_block(layout_, block));
+    const std::vector<int32_t> order = cpu::heaviest_first(costs);
+    const int64_t tokens = layout_.total_tokens();
+
+    for (int64_t kv_head = 0; kv_head < params_.k.heads; ++kv_head) {
+      cpu::parallel_for(cpu::staging_items(tokens), threads, [&](int64_t item) {
+        const int64_t begin = item * cpu::kStagingTokens;
+        stage(kv_head, begin, std::min(begin + cpu::kStagingTokens, tokens));
+      });
+      cpu::parallel_for(static_cast<int64_t>(order.size()) * heads_per_kv_, threads, [&](int64_t item) {
+        const int64_t local_head = item % heads_per_kv_;
+        attend(kv_head * heads_per_kv_ + local_head, queries_[static_cast<size_t>(local_head)],
+               blocks[static_cast<size_t>(order[static_cast<size_t>(item / heads_per_kv_)])]);
+      });
+    }
+  }
+
+ private:
+  void stage(int64_t kv_head, int64_t begin, int64_t end) {
+    keys_.load(params_.k, kv_head, begin, end);
+    values_.load(params_.v, kv_head, begin, end);
+    for (int64_t i = 0; i < heads_per_kv_; ++i) {
+      queries_[static_cast<size_t>(i)].load(params_.q, kv_head * heads_per_kv_ + i, begin, end);
+    }
+  }
+
+  void attend(int64_t head, const StagedHead<Acc>& queries, const TokenBlock& block) const {
+    const KeyRanges ranges = cpu::keys_seen_by(layout_, block);
+    RowTileState<Acc> state(head_dim_);
+    for (int32_t first = block.begin; first < block.end; first += kRowTile) {
+      const int rows = std::min<int32_t>(kRowTile, block.end - first);
+      const Acc* query_rows[kRowTile];
+      cpu::tile_rows(queries, first, rows, query_rows);
+      state.reset();
+      for (const TokenRange& range : {ranges.prompt, ranges.own}) {
+        // Causality: no row of the tile sees a key past its last row.
+        const int32_t key_end = std::min(range.end, first + rows);
+        for (int32_t key = range.begin; key < key_end; key += kColumnTile) {
+          add_key_tile(query_rows, rows, first, key, key_end, state);
+        }
+      }
+      for (int r = 0; r < rows; ++r) write_row(head, first + r, state.max[r], state.sum[r], &state.out[r * head_dim_]);
+    }
+  }
+
+  // Folds keys [key, min(key + kColumnTile, key_end)) into the rows' softmax state, row q taking
+  // only keys <= q.
+  void add_key_tile(const Acc* const (&query_rows)[kRowTile], int rows, int32_t first, int32_t key, int32_t key_end,
+                    RowTileState<Acc>& state) const {
+    cpu::ScoreTile<Acc> scores;
+    cpu::dot_tile(query_rows, keys_.columns(key), keys_.column_stride(), head_dim_, scores);
+    for (int r = 0; r < rows; ++r) {
+      const int visible = std::min({kColumnTile, key_end - key, first + r + 1 - key});
+      if (visible <= 0) continue;
+      Acc* out = &state.out[r * head_dim_];
+      // A NaN score never becomes the max (comparisons with NaN are false) but reaches the sum
+      // and the output through exp(NaN) below, so it propagates.
+      Acc tile_max = state.max[r];
+      for (int c = 0; c < visible; ++c) {
+        scores[r][c] *= scale_;
+        if (scores[r][c] > tile_max) tile_max = scores[r][c];
+      }
+      if (tile_max > state.max[r]) {
+        const Acc rescale = std::exp(state.max[r] - tile_max);
+        state.sum[r] *= rescale;
+        cpu::scale_in_place(rescale, head_dim_, out);
+        state.max[r] = tile_max;
+      }
+      for (int c = 0; c < visible; ++c) {
+        const Acc p = std::exp(scores[r][c] - state.max[r]);
+        state.sum[r] += p;
+        cpu::add_scaled(p, values_.row(key + c), head_dim_, out);
+      }
+    }
+  }
+
+  void write_row(int64_t head, int64_t query, Acc max, Acc sum, Acc* out) const {
+    cpu::scale_in_place(Acc(1) / sum, head_dim_, out);
+    cpu::store_row(params_.out, query, head, out);
+    params_.lse.data[head * params_.lse.head_stride + query] = static_cast<float>(max + std::log(sum));
+  }
+
+  const Layout& layout_;
+  const ForwardParams& params_;
+  const int64_t head_dim_;
+  const int64_t heads_per_kv_;
+  const Acc scale_;
+  StagedHead<Acc> keys_;
+  StagedHead<Acc> values_;
+  std::vector<StagedHead<Acc>> queries_;  // the query heads reading the current kv head
+};
+
+}  // namespace
+
+void cpu_forward(const Layout& layout, const ForwardParams& params) {
+  if (params.options.accumulation == Accumulation::kFloat64) {
+    ForwardPass<double>(layout, params).run();
+  } else {
+    ForwardPass<float>(layout, params).run();
+  }
+}
+
+}  // namespace dualkv::detail
