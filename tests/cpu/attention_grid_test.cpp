@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,8 @@ struct GridCase {
   ProblemShape shape;
   Accumulation accumulation;
 };
+
+void PrintTo(const GridCase& grid_case, std::ostream* os) { *os << grid_case.name; }
 
 ProblemShape shape_of(BatchSpec batch, int64_t heads, int64_t kv_heads, int64_t head_dim,
                       ViewKind views) {

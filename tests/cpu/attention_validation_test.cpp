@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -45,6 +46,8 @@ struct AttentionRule {
   std::string argument;
   std::string phrase;
 };
+
+void PrintTo(const AttentionRule& bad, std::ostream* os) { *os << bad.name; }
 
 ForwardParams params_of(AttentionProblem& problem, const ForwardParams*) {
   return problem.forward_params(dualkv::Accumulation::kFloat32);

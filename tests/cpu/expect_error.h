@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <ostream>
 #include <string>
 
 namespace dualkv_test {
@@ -16,6 +17,8 @@ struct BadCall {
   std::string argument;
   std::string phrase;
 };
+
+inline void PrintTo(const BadCall& bad, std::ostream* os) { *os << bad.name; }
 
 // Passes iff the call throws dualkv::Error with the expected argument and phrase; any other
 // outcome (no throw, another exception type) fails with a description.
