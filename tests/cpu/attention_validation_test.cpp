@@ -190,6 +190,9 @@ void add_scalar_rules(std::vector<AttentionRule>& rules) {
   }
   rules.push_back(rule<Params>("NegativeCpuThreads", [](Params& p) { p.options.cpu_threads = -1; },
                                "options.cpu_threads", ">= 0"));
+  rules.push_back(rule<Params>("CpuDeviceIndexNotZero",
+                               [](Params& p) { p.q.device = {dualkv::DeviceKind::kCpu, 1}; },
+                               "q.device", "index"));
   if (!dualkv::cuda_compiled()) {
     rules.push_back(rule<Params>("CudaTensorsWithoutCuda",
                                  [](Params& p) {
