@@ -93,6 +93,8 @@ std::vector<GridCase> grid_cases() {
        shape_of({{17, {1, 2}}, {2, {3}}}, 4, 4, 1, ViewKind::kContiguous)},
       {"LongPrompt_Gqa4_D128_FusedQkv",
        shape_of({{150, {70, 1, 33}}}, 4, 1, 128, ViewKind::kFusedQkv)},
+      {"MinimalGroups_SingleHead_D32_Padded",
+       shape_of({{1, {1}}, {1, {1, 1}}}, 1, 1, 32, ViewKind::kPadded)},
       {"StagingEdges_Gqa4_D64_HeadMajor",
        shape_of({{257, {255, 1, 64}}, {63, {65}}}, 4, 1, 64, ViewKind::kHeadMajor)},
   };
