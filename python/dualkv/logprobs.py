@@ -1,0 +1,214 @@
+"""Per-response token log-probs and entropies from a packed forward pass.
+
+Response i's token j is predicted by packed row `score_rows[i, j]`: the group's LAST PROMPT row for
+j = 0 (that row is shared by all N responses of the group) and the response's own row j - 1
+otherwise. Both entry points compute the softmax in fp32, chunk over those rows so that no
+(T, vocab) fp32 tensor ever exists, and recompute each chunk in backward. A shared prompt row
+receives the sum of the gradients of the N first tokens that it scores.
+
+Results are (num_responses, max_R) float32 in packing order, zeros past each response's end.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .packing import PackedBatch
+
+__all__ = ["response_logprobs", "response_logprobs_from_hidden"]
+
+# fp32 elements of one chunk of logits (256 MiB): big enough to keep the matmuls efficient, small
+# next to the activations of a long packed batch.
+_CHUNK_ELEMENTS = 1 << 26
+
+
+def response_logprobs(
+    logits: torch.Tensor,
+    packed: PackedBatch,
+    *,
+    temperature: float = 1.0,
+    return_entropy: bool = False,
+    chunk_rows: int | None = None,
+):
+    """Log-probs of every response token from packed logits (1, T, vocab) or (T, vocab).
+
+    The logits may be fp16/bf16/fp32; the softmax over logits / temperature runs in fp32.
+    Returns logprobs (num_responses, max_R) float32, or (logprobs, entropy) with return_entropy,
+    entropy being that of the distribution each token was sampled from. Differentiable.
+    """
+    logits2d = _packed_rows(logits, packed, "logits")
+    scoring = _Scoring(packed, logits2d.device, logits2d.shape[1], temperature, chunk_rows)
+    logprob, entropy = _LogProbsFromLogits.apply(logits2d, scoring)
+    return scoring.to_response_layout(logprob, entropy, return_entropy)
+
+
+def response_logprobs_from_hidden(
+    hidden_states: torch.Tensor,
+    lm_head_weight: torch.Tensor,
+    packed: PackedBatch,
+    *,
+    temperature: float = 1.0,
+    return_entropy: bool = False,
+    chunk_rows: int | None = None,
+):
+    """Like `response_logprobs`, from final hidden states (1, T, D) or (T, D) and the LM head
+    weight (vocab, D), without ever holding the logits of all scored rows: each chunk of rows is
+    projected, reduced and dropped, and projected again in backward. Gradients flow to both
+    hidden_states and lm_head_weight (the weight's accumulated in fp32 across chunks)."""
+    hidden2d = _packed_rows(hidden_states, packed, "hidden_states")
+    if lm_head_weight.dim() != 2 or lm_head_weight.shape[1] != hidden2d.shape[1]:
+        raise ValueError(f"lm_head_weight: expected (vocab, {hidden2d.shape[1]}), got {tuple(lm_head_weight.shape)}")
+    if lm_head_weight.device != hidden2d.device:
+        raise ValueError(f"lm_head_weight: on {lm_head_weight.device}, hidden_states on {hidden2d.device}")
+    scoring = _Scoring(packed, hidden2d.device, lm_head_weight.shape[0], temperature, chunk_rows)
+    logprob, entropy = _LogProbsFromHidden.apply(hidden2d, lm_head_weight, scoring)
+    return scoring.to_response_layout(logprob, entropy, return_entropy)
+
+
+class _Scoring:
+    """Which packed rows score which tokens, arranged for chunked processing.
+
+    A "use" is one (response token, scoring row) pair, M = sum R_i in total, in row-major order
+    of the response layout. Unique scoring rows (a shared prompt row once) are processed in chunks
+    of `chunk_rows`; `chunks()` yields, per chunk, the rows and the uses that chunk serves.
+    """
+
+    def __init__(self, packed: PackedBatch, device, vocab: int, temperature: float, chunk_rows: int | None):
+        if not temperature > 0:
+            raise ValueError(f"temperature: must be > 0, got {temperature}")
+        if chunk_rows is not None and chunk_rows < 1:
+            raise ValueError(f"chunk_rows: must be >= 1, got {chunk_rows}")
+        mask = packed.response_mask.to(device)
+        self.shape = tuple(mask.shape)
+        self.slots = mask.reshape(-1).nonzero().squeeze(1)
+        score_rows = packed.score_rows.to(device)[mask]
+        self.targets = packed.input_ids.to(device)[0][packed.token_rows.to(device)[mask]]
+        if int(self.targets.max()) >= vocab or int(self.targets.min()) < 0:
+            raise ValueError(f"packed: response token ids must lie in [0, {vocab}) (the vocabulary of the logits)")
+        self.rows, use_row = torch.unique(score_rows, return_inverse=True)
+        self.use_order = torch.argsort(use_row, stable=True)
+        self.sorted_use_row = use_row[self.use_order]
+        self.inv_temperature = 1.0 / temperature
+        self.chunk_rows = chunk_rows or max(1, _CHUNK_ELEMENTS // vocab)
+
+    def chunks(self):
+        """Yields (rows of the chunk, use indices, their row index local to the chunk)."""
+        for begin in range(0, self.rows.numel(), self.chunk_rows):
+            end = min(begin + self.chunk_rows, self.rows.numel())
+            lo, hi = torch.searchsorted(
+                self.sorted_use_row, torch.tensor([begin, end], device=self.rows.device)
+            ).tolist()
+            yield self.rows[begin:end], self.use_order[lo:hi], self.sorted_use_row[lo:hi] - begin
+
+    def to_response_layout(self, logprob: torch.Tensor, entropy: torch.Tensor, return_entropy: bool):
+        def scatter(values):
+            flat = values.new_zeros(self.shape[0] * self.shape[1]).scatter(0, self.slots, values)
+            return flat.view(self.shape)
+
+        return (scatter(logprob), scatter(entropy)) if return_entropy else scatter(logprob)
+
+
+def _softmax_stats(z: torch.Tensor):
+    """z: (rows, vocab) fp32 scaled logits -> (log-normaliser, probabilities, entropy) per row."""
+    lse = torch.logsumexp(z, dim=-1)
+    probs = torch.exp(z - lse[:, None])
+    # xlogy keeps p log p = 0 where a logit is -inf (masked vocabulary) instead of 0 * -inf = NaN.
+    entropy = -torch.special.xlogy(probs, probs).sum(dim=-1)
+    return lse, probs, entropy
+
+
+def _chunked_forward(scoring: _Scoring, scaled_logits_of, device):
+    """Per-use log-prob and entropy, one chunk of scoring rows at a time."""
+    uses = scoring.targets.numel()
+    logprob = torch.empty(uses, dtype=torch.float32, device=device)
+    entropy = torch.empty(uses, dtype=torch.float32, device=device)
+    for rows, use, local in scoring.chunks():
+        z = scaled_logits_of(rows)
+        lse, _, row_entropy = _softmax_stats(z)
+        logprob[use] = z[local, scoring.targets[use]] - lse[local]
+        entropy[use] = row_entropy[local]
+    return logprob, entropy
+
+
+def _chunked_grads(scoring: _Scoring, scaled_logits_of, grad_logprob, grad_entropy):
+    """Yields (rows, dL/d logits of those rows) per chunk, each row's uses summed.
+
+    With z = logits / temperature: d logprob/dz = onehot(target) - p, d entropy/dz = -(p log p + p H).
+    """
+    for rows, use, local in scoring.chunks():
+        z = scaled_logits_of(rows)
+        _, probs, entropy = _softmax_stats(z)
+        grad = torch.zeros_like(z)
+        if grad_logprob is not None:
+            row_total = torch.zeros_like(entropy).index_add_(0, local, grad_logprob[use])
+            grad -= probs * row_total[:, None]
+            grad.index_put_((local, scoring.targets[use]), grad_logprob[use], accumulate=True)
+        if grad_entropy is not None:
+            row_total = torch.zeros_like(entropy).index_add_(0, local, grad_entropy[use])
+            grad -= (torch.special.xlogy(probs, probs) + probs * entropy[:, None]) * row_total[:, None]
+        yield rows, grad * scoring.inv_temperature
+
+
+class _LogProbsFromLogits(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits2d: torch.Tensor, scoring: _Scoring):
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(logits2d)
+        ctx.scoring = scoring
+        return _chunked_forward(scoring, _logits_rows(logits2d, scoring), logits2d.device)
+
+    @staticmethod
+    def backward(ctx, grad_logprob, grad_entropy):
+        (logits2d,) = ctx.saved_tensors
+        grad_logits = torch.zeros_like(logits2d)
+        for rows, grad in _chunked_grads(ctx.scoring, _logits_rows(logits2d, ctx.scoring), grad_logprob, grad_entropy):
+            grad_logits[rows] = grad.to(grad_logits.dtype)
+        return grad_logits, None
+
+
+class _LogProbsFromHidden(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden2d: torch.Tensor, weight: torch.Tensor, scoring: _Scoring):
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(hidden2d, weight)
+        ctx.scoring = scoring
+        return _chunked_forward(scoring, _projected_rows(hidden2d, weight, scoring), hidden2d.device)
+
+    @staticmethod
+    def backward(ctx, grad_logprob, grad_entropy):
+        hidden2d, weight = ctx.saved_tensors
+        need_hidden, need_weight, _ = ctx.needs_input_grad
+        grad_hidden = torch.zeros_like(hidden2d) if need_hidden else None
+        # Every chunk adds into the whole weight gradient: accumulate in fp32, round once.
+        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_weight else None
+        chunk_grads = _chunked_grads(
+            ctx.scoring, _projected_rows(hidden2d, weight, ctx.scoring), grad_logprob, grad_entropy
+        )
+        for rows, grad in chunk_grads:
+            grad = grad.to(weight.dtype)
+            if need_hidden:
+                grad_hidden[rows] = (grad @ weight).to(grad_hidden.dtype)
+            if need_weight:
+                grad_weight += (grad.T @ hidden2d[rows].to(weight.dtype)).float()
+        return grad_hidden, None if grad_weight is None else grad_weight.to(weight.dtype), None
+
+
+def _logits_rows(logits2d: torch.Tensor, scoring: _Scoring):
+    return lambda rows: logits2d[rows].float() * scoring.inv_temperature
+
+
+def _projected_rows(hidden2d: torch.Tensor, weight: torch.Tensor, scoring: _Scoring):
+    # The projection runs in the model's dtype, as the LM head itself does; the softmax in fp32.
+    return lambda rows: (hidden2d[rows].to(weight.dtype) @ weight.T).float() * scoring.inv_temperature
+
+
+def _packed_rows(tensor: torch.Tensor, packed: PackedBatch, name: str) -> torch.Tensor:
+    """(1, T, X) or (T, X) -> (T, X), checking T against the packed batch."""
+    if tensor.dim() == 3 and tensor.shape[0] == 1:
+        tensor = tensor[0]
+    if tensor.dim() != 2 or tensor.shape[0] != packed.num_tokens:
+        raise ValueError(
+            f"{name}: expected (1, T, X) or (T, X) with T = {packed.num_tokens} packed tokens, "
+            f"got {tuple(tensor.shape)}"
+        )
+    return tensor

@@ -1,0 +1,182 @@
+"""GRPO / DAPO losses on the packed response layout.
+
+Every per-token tensor here is (num_responses, max_R): one row per response in packing order
+(group-major, as `dualkv.pack` / `dualkv.pack_rows` produce it), token j of the response in
+column j, and a `response_mask` that is true only on the tokens that count. Because the packed
+log-probs are equal to the N-copy ones, these losses are equal to the N-copy losses.
+"""
+
+from __future__ import annotations
+
+import torch
+
+AGGREGATION_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
+KL_ESTIMATORS = ("k1", "k3")
+
+__all__ = [
+    "AGGREGATION_MODES",
+    "KL_ESTIMATORS",
+    "group_advantages",
+    "clipped_policy_loss",
+    "kl_divergence",
+    "aggregate_tokens",
+    "policy_loss",
+]
+
+
+def _check_same_shape(reference_name: str, reference: torch.Tensor, **others: torch.Tensor) -> None:
+    for name, tensor in others.items():
+        if tensor.shape != reference.shape:
+            raise ValueError(
+                f"{name}: shape {tuple(tensor.shape)} must equal the shape of {reference_name} {tuple(reference.shape)}"
+            )
+
+
+def group_advantages(
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    *,
+    scale_by_std: bool = True,
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """GRPO advantages: per group, (r - mean) / (std + eps); (r - mean) when scale_by_std=False.
+
+    rewards: (num_responses,) one scalar reward per response. group_ids: (num_responses,) the
+    group of each response (`PackedBatch.response_group`). The std is the unbiased sample std,
+    as in the GRPO paper; a group with a single response has advantage 0 (no baseline to compare
+    against), not NaN. Returns (num_responses,) float32.
+    """
+    if rewards.dim() != 1:
+        raise ValueError(f"rewards: expected a 1-D tensor (num_responses,), got shape {tuple(rewards.shape)}")
+    _check_same_shape("rewards", rewards, group_ids=group_ids)
+    if group_ids.dtype.is_floating_point or group_ids.dtype == torch.bool:
+        raise ValueError(f"group_ids: expected an integer tensor, got {group_ids.dtype}")
+    rewards = rewards.float()
+    _, group_of = torch.unique(group_ids, return_inverse=True)
+    num_groups = int(group_of.max()) + 1 if group_of.numel() else 0
+    count = torch.zeros(num_groups, dtype=torch.float32, device=rewards.device)
+    count.index_add_(0, group_of, torch.ones_like(rewards))
+    total = torch.zeros_like(count).index_add_(0, group_of, rewards)
+    mean = total / count
+    centered = rewards - mean[group_of]
+    if not scale_by_std:
+        return centered
+    squares = torch.zeros_like(count).index_add_(0, group_of, centered * centered)
+    # Bessel's correction; a singleton group has centered == 0, so any finite std keeps it at 0.
+    std = torch.sqrt(squares / (count - 1).clamp(min=1))
+    return centered / (std[group_of] + eps)
+
+
+def clipped_policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float | None = None,
+    clip_c: float | None = None,
+) -> torch.Tensor:
+    """Per-token PPO-clip policy loss, with DAPO's asymmetric clip and the dual clip.
+
+    ratio = exp(logprobs - old_logprobs); loss = max(-A * ratio, -A * clip(ratio, 1 - clip_low,
+    1 + clip_high)). clip_high defaults to clip_low (symmetric PPO); DAPO's "clip-higher" sets it
+    larger. With clip_c (> 1), tokens with A < 0 are additionally bounded by -A * clip_c (dual
+    clip), so a huge ratio on a negative-advantage token cannot blow the loss up.
+    advantages: (num_responses,) per response or (num_responses, max_R) per token.
+    Returns (num_responses, max_R) float32; aggregate it with `aggregate_tokens`.
+    """
+    _check_same_shape("logprobs", logprobs, old_logprobs=old_logprobs)
+    if clip_high is None:
+        clip_high = clip_low
+    if not (0.0 <= clip_low < 1.0):
+        raise ValueError(f"clip_low: must be in [0, 1), got {clip_low}")
+    if clip_high < 0.0:
+        raise ValueError(f"clip_high: must be >= 0, got {clip_high}")
+    if clip_c is not None and clip_c <= 1.0:
+        raise ValueError(f"clip_c: the dual-clip bound must be > 1, got {clip_c}")
+    advantages = _per_token(advantages, logprobs, "advantages")
+    ratio = torch.exp(logprobs.float() - old_logprobs.float())
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    loss = torch.maximum(unclipped, clipped)
+    if clip_c is not None:
+        loss = torch.where(advantages < 0, torch.minimum(loss, -advantages * clip_c), loss)
+    return loss
+
+
+def kl_divergence(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
+    """Per-token estimate of KL(policy || reference) from sampled tokens (Schulman's estimators).
+
+    "k1": logprobs - ref_logprobs (unbiased, high variance, can be negative).
+    "k3": exp(ref - logprobs) - (ref - logprobs) - 1 (unbiased, low variance, >= 0; GRPO's choice).
+    Returns (num_responses, max_R) float32.
+    """
+    _check_same_shape("logprobs", logprobs, ref_logprobs=ref_logprobs)
+    log_ratio = ref_logprobs.float() - logprobs.float()
+    if estimator == "k1":
+        return -log_ratio
+    if estimator == "k3":
+        return torch.exp(log_ratio) - log_ratio - 1.0
+    raise ValueError(f"estimator: expected one of {KL_ESTIMATORS}, got {estimator!r}")
+
+
+def aggregate_tokens(values: torch.Tensor, response_mask: torch.Tensor, mode: str = "token-mean") -> torch.Tensor:
+    """Reduces per-token values (num_responses, max_R) to a scalar over the masked tokens.
+
+    "token-mean": sum over all masked tokens / their count (DAPO; long responses weigh more).
+    "seq-mean-token-sum": mean over responses of each response's masked sum (Dr. GRPO style).
+    "seq-mean-token-mean": mean over responses of each response's masked mean (original GRPO).
+    A response with no masked token contributes 0 to the sequence means; an all-empty mask gives 0.
+    """
+    _check_same_shape("values", values, response_mask=response_mask)
+    if values.dim() != 2:
+        raise ValueError(f"values: expected (num_responses, max_R), got shape {tuple(values.shape)}")
+    mask = response_mask.to(values.dtype)
+    masked = values * mask
+    if mode == "token-mean":
+        return masked.sum() / mask.sum().clamp(min=1)
+    if mode == "seq-mean-token-sum":
+        return masked.sum(dim=1).mean()
+    if mode == "seq-mean-token-mean":
+        return (masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1)).mean()
+    raise ValueError(f"mode: expected one of {AGGREGATION_MODES}, got {mode!r}")
+
+
+def policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float | None = None,
+    clip_c: float | None = None,
+    aggregation: str = "token-mean",
+    ref_logprobs: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    kl_estimator: str = "k3",
+) -> torch.Tensor:
+    """GRPO / DAPO scalar loss: aggregate(clipped policy loss + kl_coef * KL to the reference).
+
+    GRPO: clip_high=None, aggregation="seq-mean-token-mean", ref_logprobs and kl_coef > 0.
+    DAPO: clip_low=0.2, clip_high=0.28, aggregation="token-mean", kl_coef=0.
+    Aggregation is linear, so this equals aggregating the two terms separately and adding them.
+    """
+    loss = clipped_policy_loss(
+        logprobs, old_logprobs, advantages, clip_low=clip_low, clip_high=clip_high, clip_c=clip_c
+    )
+    if kl_coef != 0.0:
+        if ref_logprobs is None:
+            raise ValueError("ref_logprobs: required when kl_coef != 0")
+        loss = loss + kl_coef * kl_divergence(logprobs, ref_logprobs, kl_estimator)
+    return aggregate_tokens(loss, response_mask, aggregation)
+
+
+def _per_token(advantages: torch.Tensor, like: torch.Tensor, name: str) -> torch.Tensor:
+    """Broadcasts per-response advantages (num_responses,) to the token layout of `like`."""
+    advantages = advantages.float()
+    if advantages.dim() == 1 and like.dim() == 2 and advantages.shape[0] == like.shape[0]:
+        return advantages[:, None].expand_as(like)
+    if advantages.shape == like.shape:
+        return advantages
+    raise ValueError(f"{name}: expected shape ({like.shape[0]},) or {tuple(like.shape)}, got {tuple(advantages.shape)}")

@@ -1,0 +1,67 @@
+"""Tiny random-init decoder models and N-copy rollout batches for the transformers tests."""
+
+import random
+
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config, Qwen3MoeConfig
+
+VOCAB = 128
+PAD = 0
+
+_COMMON = dict(
+    vocab_size=VOCAB,
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,  # grouped-query attention, as in the real models
+    max_position_embeddings=256,
+    pad_token_id=PAD,
+)
+
+CONFIGS = {
+    "qwen3": lambda: Qwen3Config(**_COMMON, head_dim=16),
+    "qwen3_moe": lambda: Qwen3MoeConfig(
+        **_COMMON, head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32
+    ),
+    "llama": lambda: LlamaConfig(**_COMMON),
+    "qwen2": lambda: Qwen2Config(**_COMMON),
+}
+
+
+def model_pair(name, reference_attention="eager", seed=0):
+    """The same random weights twice: one model on "dualkv", one on a transformers attention."""
+    torch.manual_seed(seed)
+    # One config object each: from_config records the attention implementation in the config.
+    reference = AutoModelForCausalLM.from_config(
+        CONFIGS[name](), attn_implementation=reference_attention, dtype=torch.float32
+    )
+    packed = AutoModelForCausalLM.from_config(CONFIGS[name](), attn_implementation="dualkv", dtype=torch.float32)
+    packed.load_state_dict(reference.state_dict())
+    return packed, reference
+
+
+def rollouts(seed, shapes):
+    """shapes: list of (P, [R_0, ...]); real token ids avoid PAD."""
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(1, VOCAB) for _ in range(p)] for p, _ in shapes]
+    responses = [[[rng.randrange(1, VOCAB) for _ in range(r)] for r in rs] for _, rs in shapes]
+    return prompts, responses
+
+
+def right_padded_rows(prompts, responses):
+    """The N-copy batch, one row [prompt; response] per response in group-major order, right padded."""
+    rows = [
+        (g, prompt + response, len(prompt))
+        for g, (prompt, group) in enumerate(zip(prompts, responses))
+        for response in group
+    ]
+    width = max(len(tokens) for _, tokens, _ in rows)
+    input_ids = torch.full((len(rows), width), PAD)
+    attention_mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for b, (_, tokens, _) in enumerate(rows):
+        input_ids[b, : len(tokens)] = torch.tensor(tokens)
+        attention_mask[b, : len(tokens)] = 1
+    group_ids = torch.tensor([g for g, _, _ in rows])
+    prompt_lengths = torch.tensor([p for _, _, p in rows])
+    return input_ids, attention_mask, group_ids, prompt_lengths
