@@ -135,83 +135,101 @@ class BackwardPass {
     }
   }
 
-  // dQ of one query head's block: the forward's walk over the block's key ranges.
+  // dQ of one query head's block: the forward pass's walk over the block's key ranges.
   void query_gradient(int64_t head, const QueryHead<Acc>& staged, const TokenBlock& block) const {
     const KeyRanges ranges = cpu::keys_seen_by(layout_, block);
-    std::vector<Acc> dq(static_cast<size_t>(kRowTile * head_dim_));
-    for (int32_t first = block.begin; first < block.end; first += kRowTile) {
-      const int rows = std::min<int32_t>(kRowTile, block.end - first);
-      const Acc* query_rows[kRowTile];
-      const Acc* dout_rows[kRowTile];
-      cpu::tile_rows(staged.queries, first, rows, query_rows);
-      cpu::tile_rows(staged.douts, first, rows, dout_rows);
-      std::fill(dq.begin(), dq.end(), Acc(0));
-      for (const TokenRange& range : {ranges.prompt, ranges.own}) {
-        const int32_t key_end = std::min(range.end, first + rows);
-        for (int32_t key = range.begin; key < key_end; key += kColumnTile) {
-          cpu::ScoreTile<Acc> scores;
-          cpu::ScoreTile<Acc> dout_dot_values;
-          cpu::dot_tile(query_rows, keys_.columns(key), keys_.column_stride(), head_dim_, scores);
-          cpu::dot_tile(dout_rows, values_.columns(key), values_.column_stride(), head_dim_, dout_dot_values);
-          for (int r = 0; r < rows; ++r) {
-            const int32_t query = first + r;
-            const int visible = std::min({kColumnTile, key_end - key, query + 1 - key});
-            const Acc lse = staged.lse[static_cast<size_t>(query)];
-            const Acc delta = staged.delta[static_cast<size_t>(query)];
-            for (int c = 0; c < visible; ++c) {
-              const Acc p = std::exp(scale_ * scores[r][c] - lse);
-              const Acc ds = p * (dout_dot_values[r][c] - delta);
-              cpu::add_scaled(ds, keys_.row(key + c), head_dim_, &dq[r * head_dim_]);
+    std::vector<Acc> dq(static_cast<size_t>((block.end - block.begin) * head_dim_), Acc(0));
+    for (const TokenRange& range : {ranges.prompt, ranges.own}) {
+      // Causality: no query of the block sees a key past the block's last query.
+      const int32_t range_end = std::min(range.end, block.end);
+      for (int32_t chunk = cpu::align_down(range.begin); chunk < range_end; chunk += cpu::kStreamChunk) {
+        for (int32_t first = block.begin; first < block.end; first += kRowTile) {
+          const int rows = std::min<int32_t>(kRowTile, block.end - first);
+          const Acc* query_rows[kRowTile];
+          const Acc* dout_rows[kRowTile];
+          cpu::tile_rows(staged.queries, first, rows, query_rows);
+          cpu::tile_rows(staged.douts, first, rows, dout_rows);
+          const int32_t key_end = std::min({range_end, first + rows, chunk + cpu::kStreamChunk});
+          for (int32_t key = chunk; key < key_end; key += kColumnTile) {
+            cpu::ScoreTile<Acc> scores;
+            cpu::ScoreTile<Acc> dout_dot_values;
+            cpu::dot_tile(query_rows, keys_.column_tile(key), kColumnTile, head_dim_, scores);
+            cpu::dot_tile(dout_rows, values_.column_tile(key), kColumnTile, head_dim_, dout_dot_values);
+            const int begin = std::max(0, range.begin - key);
+            for (int r = 0; r < rows; ++r) {
+              const int32_t query = first + r;
+              const int end = std::min({kColumnTile, key_end - key, query + 1 - key});
+              if (end <= begin) continue;
+              const Acc lse = staged.lse[static_cast<size_t>(query)];
+              const Acc delta = staged.delta[static_cast<size_t>(query)];
+              Acc score_gradients[kColumnTile];  // dS
+              for (int c = begin; c < end; ++c) {
+                const Acc p = std::exp(scale_ * scores[r][c] - lse);
+                score_gradients[c] = p * (dout_dot_values[r][c] - delta);
+              }
+              cpu::add_weighted_rows(score_gradients + begin, end - begin, keys_.row(key + begin), head_dim_,
+                                     head_dim_, &dq[static_cast<size_t>((query - block.begin) * head_dim_)]);
             }
           }
         }
       }
-      for (int r = 0; r < rows; ++r) {
-        cpu::scale_in_place(scale_, head_dim_, &dq[r * head_dim_]);
-        cpu::store_row(params_.dq, first + r, head, &dq[r * head_dim_]);
-      }
+    }
+    for (int32_t query = block.begin; query < block.end; ++query) {
+      Acc* row = &dq[static_cast<size_t>((query - block.begin) * head_dim_)];
+      cpu::scale_in_place(scale_, head_dim_, row);
+      cpu::store_row(params_.dq, query, head, row);
     }
   }
 
   // dK and dV of one key block of a kv head, summed over the query heads that read it.
   void key_value_gradient(int64_t kv_head, const TokenBlock& block) const {
     const TokenRange queries = cpu::queries_seeing(layout_, block);
-    std::vector<Acc> dk(static_cast<size_t>(kRowTile * head_dim_));
-    std::vector<Acc> dv(static_cast<size_t>(kRowTile * head_dim_));
-    for (int32_t first = block.begin; first < block.end; first += kRowTile) {
-      const int rows = std::min<int32_t>(kRowTile, block.end - first);
-      const Acc* key_rows[kRowTile];
-      const Acc* value_rows[kRowTile];
-      cpu::tile_rows(keys_, first, rows, key_rows);
-      cpu::tile_rows(values_, first, rows, value_rows);
-      std::fill(dk.begin(), dk.end(), Acc(0));
-      std::fill(dv.begin(), dv.end(), Acc(0));
-      for (const QueryHead<Acc>& staged : group_) {
-        // Queries before the tile's first key see none of its keys.
-        for (int32_t query = first; query < queries.end; query += kColumnTile) {
-          cpu::ScoreTile<Acc> scores;
-          cpu::ScoreTile<Acc> values_dot_douts;
-          cpu::dot_tile(key_rows, staged.queries.columns(query), staged.queries.column_stride(), head_dim_, scores);
-          cpu::dot_tile(value_rows, staged.douts.columns(query), staged.douts.column_stride(), head_dim_,
-                        values_dot_douts);
-          const int last = std::min(kColumnTile, queries.end - query);
-          for (int r = 0; r < rows; ++r) {
-            // Causality: key first + r is seen by queries at or after it.
-            for (int c = std::max(0, first + r - query); c < last; ++c) {
-              const size_t q = static_cast<size_t>(query + c);
-              const Acc p = std::exp(scale_ * scores[r][c] - staged.lse[q]);
-              const Acc ds = p * (values_dot_douts[r][c] - staged.delta[q]);
-              cpu::add_scaled(p, staged.douts.row(query + c), head_dim_, &dv[r * head_dim_]);
-              cpu::add_scaled(ds, staged.queries.row(query + c), head_dim_, &dk[r * head_dim_]);
+    const size_t block_values = static_cast<size_t>((block.end - block.begin) * head_dim_);
+    std::vector<Acc> dk(block_values, Acc(0));
+    std::vector<Acc> dv(block_values, Acc(0));
+    for (const QueryHead<Acc>& staged : group_) {
+      for (int32_t chunk = cpu::align_down(queries.begin); chunk < queries.end; chunk += cpu::kStreamChunk) {
+        const int32_t chunk_end = std::min(queries.end, chunk + cpu::kStreamChunk);
+        for (int32_t first = block.begin; first < block.end; first += kRowTile) {
+          const int rows = std::min<int32_t>(kRowTile, block.end - first);
+          const Acc* key_rows[kRowTile];
+          const Acc* value_rows[kRowTile];
+          cpu::tile_rows(keys_, first, rows, key_rows);
+          cpu::tile_rows(values_, first, rows, value_rows);
+          // Queries before the row tile's first key see none of its keys.
+          for (int32_t query = std::max(chunk, static_cast<int32_t>(cpu::align_down(first))); query < chunk_end;
+               query += kColumnTile) {
+            cpu::ScoreTile<Acc> scores;
+            cpu::ScoreTile<Acc> values_dot_douts;
+            cpu::dot_tile(key_rows, staged.queries.column_tile(query), kColumnTile, head_dim_, scores);
+            cpu::dot_tile(value_rows, staged.douts.column_tile(query), kColumnTile, head_dim_, values_dot_douts);
+            const int end = std::min(kColumnTile, chunk_end - query);
+            for (int r = 0; r < rows; ++r) {
+              // Causality: key first + r is seen by queries at or after it.
+              const int begin = std::max(0, first + r - query);
+              if (end <= begin) continue;
+              Acc probabilities[kColumnTile];
+              Acc score_gradients[kColumnTile];  // dS
+              for (int c = begin; c < end; ++c) {
+                const size_t q = static_cast<size_t>(query + c);
+                probabilities[c] = std::exp(scale_ * scores[r][c] - staged.lse[q]);
+                score_gradients[c] = probabilities[c] * (values_dot_douts[r][c] - staged.delta[q]);
+              }
+              const size_t row = static_cast<size_t>((first + r - block.begin) * head_dim_);
+              cpu::add_weighted_rows(probabilities + begin, end - begin, staged.douts.row(query + begin), head_dim_,
+                                     head_dim_, &dv[row]);
+              cpu::add_weighted_rows(score_gradients + begin, end - begin, staged.queries.row(query + begin),
+                                     head_dim_, head_dim_, &dk[row]);
             }
           }
         }
       }
-      for (int r = 0; r < rows; ++r) {
-        cpu::scale_in_place(scale_, head_dim_, &dk[r * head_dim_]);
-        cpu::store_row(params_.dk, first + r, kv_head, &dk[r * head_dim_]);
-        cpu::store_row(params_.dv, first + r, kv_head, &dv[r * head_dim_]);
-      }
+    }
+    for (int32_t key = block.begin; key < block.end; ++key) {
+      const size_t row = static_cast<size_t>((key - block.begin) * head_dim_);
+      cpu::scale_in_place(scale_, head_dim_, &dk[row]);
+      cpu::store_row(params_.dk, key, kv_head, &dk[row]);
+      cpu::store_row(params_.dv, key, kv_head, &dv[row]);
     }
   }
 

@@ -4,9 +4,10 @@
 // and shared by the H / Hk query heads that read it. Inside a kv head, (query head, query block)
 // items run in parallel, heaviest block first; every item owns its output rows, so no two threads
 // write the same element and the result does not depend on the thread count.
-// An item walks its block kRowTile query rows at a time through the block's key ranges
-// (visible_ranges.h), kColumnTile keys per step, with an online softmax: a running row max and
-// sum, and the output rescaled whenever the max grows, so no score row is ever stored.
+// An item streams the block's key ranges (visible_ranges.h) in chunks of kStreamChunk keys; each
+// chunk is applied to every kRowTile-row tile of the block, kColumnTile keys per step, with an
+// online softmax: a running max and sum per row, the output rescaled whenever the max grows, so
+// no score row is ever stored.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -31,20 +32,17 @@ using cpu::StagedHead;
 using cpu::TokenBlock;
 using cpu::TokenRange;
 
-// Online softmax state of kRowTile query rows and their unnormalised output.
+// Online softmax state of the rows of one query block and their unnormalised output.
 template <typename Acc>
-struct RowTileState {
-  explicit RowTileState(int64_t head_dim) : out(static_cast<size_t>(kRowTile * head_dim)) {}
+struct BlockSoftmax {
+  BlockSoftmax(int32_t rows, int64_t head_dim)
+      : max(static_cast<size_t>(rows), -std::numeric_limits<Acc>::infinity()),
+        sum(static_cast<size_t>(rows), Acc(0)),
+        out(static_cast<size_t>(rows * head_dim), Acc(0)) {}
 
-  void reset() {
-    std::fill(max, max + kRowTile, -std::numeric_limits<Acc>::infinity());
-    std::fill(sum, sum + kRowTile, Acc(0));
-    std::fill(out.begin(), out.end(), Acc(0));
-  }
-
-  Acc max[kRowTile];
-  Acc sum[kRowTile];
-  std::vector<Acc> out;  // kRowTile rows of head_dim
+  std::vector<Acc> max;
+  std::vector<Acc> sum;
+  std::vector<Acc> out;
 };
 
 template <typename Acc>
@@ -56,7 +54,7 @@ class ForwardPass {
         head_dim_(params.q.head_dim),
         heads_per_kv_(params.q.heads / params.k.heads),
         scale_(static_cast<Acc>(params.softmax_scale)),
-        keys_(params.k.tokens, head_dim_, Copies::kColumns),
+        keys_(params.k.tokens, head_dim_, Copies::kColumnTiles),
         values_(params.v.tokens, head_dim_, Copies::kRows) {
     queries_.reserve(static_cast<size_t>(heads_per_kv_));
     for (int64_t i = 0; i < heads_per_kv_; ++i) queries_.emplace_back(params.q.tokens, head_dim_, Copies::kRows);
@@ -95,51 +93,59 @@ class ForwardPass {
 
   void attend(int64_t head, const StagedHead<Acc>& queries, const TokenBlock& block) const {
     const KeyRanges ranges = cpu::keys_seen_by(layout_, block);
-    RowTileState<Acc> state(head_dim_);
-    for (int32_t first = block.begin; first < block.end; first += kRowTile) {
-      const int rows = std::min<int32_t>(kRowTile, block.end - first);
-      const Acc* query_rows[kRowTile];
-      cpu::tile_rows(queries, first, rows, query_rows);
-      state.reset();
-      for (const TokenRange& range : {ranges.prompt, ranges.own}) {
-        // Causality: no row of the tile sees a key past its last row.
-        const int32_t key_end = std::min(range.end, first + rows);
-        for (int32_t key = range.begin; key < key_end; key += kColumnTile) {
-          add_key_tile(query_rows, rows, first, key, key_end, state);
+    BlockSoftmax<Acc> state(block.end - block.begin, head_dim_);
+    for (const TokenRange& range : {ranges.prompt, ranges.own}) {
+      // Causality: no query of the block sees a key past the block's last query.
+      const int32_t range_end = std::min(range.end, block.end);
+      for (int32_t chunk = cpu::align_down(range.begin); chunk < range_end; chunk += cpu::kStreamChunk) {
+        for (int32_t first = block.begin; first < block.end; first += kRowTile) {
+          const int rows = std::min<int32_t>(kRowTile, block.end - first);
+          const Acc* query_rows[kRowTile];
+          cpu::tile_rows(queries, first, rows, query_rows);
+          const int32_t key_end = std::min({range_end, first + rows, chunk + cpu::kStreamChunk});
+          for (int32_t key = chunk; key < key_end; key += kColumnTile) {
+            add_key_tile(query_rows, rows, first, {range.begin, key_end}, key, first - block.begin, state);
+          }
         }
       }
-      for (int r = 0; r < rows; ++r) write_row(head, first + r, state.max[r], state.sum[r], &state.out[r * head_dim_]);
+    }
+    for (int32_t query = block.begin; query < block.end; ++query) {
+      const size_t row = static_cast<size_t>(query - block.begin);
+      write_row(head, query, state.max[row], state.sum[row], &state.out[row * head_dim_]);
     }
   }
 
-  // Folds keys [key, min(key + kColumnTile, key_end)) into the rows' softmax state, row q taking
-  // only keys <= q.
-  void add_key_tile(const Acc* const (&query_rows)[kRowTile], int rows, int32_t first, int32_t key, int32_t key_end,
-                    RowTileState<Acc>& state) const {
+  // Folds the keys of the aligned tile [key, key + kColumnTile) that lie in `keys` into the softmax
+  // state of rows first .. first + rows - 1 (block rows row0 ..), row q taking only keys <= q.
+  void add_key_tile(const Acc* const (&query_rows)[kRowTile], int rows, int32_t first, TokenRange keys, int32_t key,
+                    int32_t row0, BlockSoftmax<Acc>& state) const {
     cpu::ScoreTile<Acc> scores;
-    cpu::dot_tile(query_rows, keys_.columns(key), keys_.column_stride(), head_dim_, scores);
+    cpu::dot_tile(query_rows, keys_.column_tile(key), kColumnTile, head_dim_, scores);
+    const int begin = std::max(0, keys.begin - key);
     for (int r = 0; r < rows; ++r) {
-      const int visible = std::min({kColumnTile, key_end - key, first + r + 1 - key});
-      if (visible <= 0) continue;
-      Acc* out = &state.out[r * head_dim_];
+      const int end = std::min({kColumnTile, keys.end - key, first + r + 1 - key});
+      if (end <= begin) continue;
+      const size_t row = static_cast<size_t>(row0 + r);
+      Acc* out = &state.out[row * head_dim_];
       // A NaN score never becomes the max (comparisons with NaN are false) but reaches the sum
       // and the output through exp(NaN) below, so it propagates.
-      Acc tile_max = state.max[r];
-      for (int c = 0; c < visible; ++c) {
+      Acc tile_max = state.max[row];
+      for (int c = begin; c < end; ++c) {
         scores[r][c] *= scale_;
         if (scores[r][c] > tile_max) tile_max = scores[r][c];
       }
-      if (tile_max > state.max[r]) {
-        const Acc rescale = std::exp(state.max[r] - tile_max);
-        state.sum[r] *= rescale;
+      if (tile_max > state.max[row]) {
+        const Acc rescale = std::exp(state.max[row] - tile_max);
+        state.sum[row] *= rescale;
         cpu::scale_in_place(rescale, head_dim_, out);
-        state.max[r] = tile_max;
+        state.max[row] = tile_max;
       }
-      for (int c = 0; c < visible; ++c) {
-        const Acc p = std::exp(scores[r][c] - state.max[r]);
-        state.sum[r] += p;
-        cpu::add_scaled(p, values_.row(key + c), head_dim_, out);
+      Acc probabilities[kColumnTile];
+      for (int c = begin; c < end; ++c) {
+        probabilities[c] = std::exp(scores[r][c] - state.max[row]);
+        state.sum[row] += probabilities[c];
       }
+      cpu::add_weighted_rows(probabilities + begin, end - begin, values_.row(key + begin), head_dim_, head_dim_, out);
     }
   }
 

@@ -1,7 +1,11 @@
 // One head of a (tokens, heads, head_dim) input, converted to the accumulator type and laid out
-// for the inner loops of tile_math.h: token-major rows (operands of add_scaled and the row side
-// of dot_tile) and/or a dim-major copy (the column side of dot_tile). Holding one head at a time
-// keeps scratch at O(tokens * head_dim), never O(N * P).
+// for the inner loops of tile_math.h:
+//   - rows: token-major, the operands of add_weighted_rows and the row side of dot_tile;
+//   - column tiles: for each aligned run of kColumnTile tokens, a head_dim x kColumnTile panel
+//     (dim-major inside the panel), the column side of dot_tile. A tile is one contiguous block,
+//     so walking a key range streams through memory instead of touching head_dim distant cache
+//     lines (and pages) per tile.
+// Holding one head at a time keeps scratch at O(tokens * head_dim), never O(N * P).
 #pragma once
 
 #include <cstdint>
@@ -13,40 +17,41 @@
 
 namespace dualkv::detail::cpu {
 
-enum class Copies { kRows, kColumns, kBoth };
+enum class Copies { kRows, kColumnTiles, kBoth };
 
 template <typename Acc>
 class StagedHead {
  public:
-  StagedHead(int64_t tokens, int64_t head_dim, Copies copies)
-      : head_dim_(head_dim),
-        // A column tile may start at any token, so kColumnTile - 1 zero columns follow the last one.
-        column_stride_(tokens + kColumnTile - 1) {
-    if (copies != Copies::kColumns) rows_.resize(static_cast<size_t>(tokens * head_dim));
-    if (copies != Copies::kRows) columns_.assign(static_cast<size_t>(head_dim * column_stride_), Acc(0));
+  StagedHead(int64_t tokens, int64_t head_dim, Copies copies) : head_dim_(head_dim) {
+    if (copies != Copies::kColumnTiles) rows_.resize(static_cast<size_t>(tokens * head_dim));
+    // The last panel is padded with zero columns past the final token.
+    const int64_t padded_tokens = align_down(tokens + kColumnTile - 1);
+    if (copies != Copies::kRows) column_tiles_.assign(static_cast<size_t>(padded_tokens * head_dim), Acc(0));
   }
 
-  // Converts tokens [begin, end) of `head`; disjoint token ranges may be loaded concurrently.
+  // Converts tokens [begin, end) of `head`; disjoint token ranges may be loaded concurrently if
+  // they are also disjoint in whole column tiles (begin and end multiples of kColumnTile, or the end).
   void load(const InputTensor& tensor, int64_t head, int64_t begin, int64_t end) {
     std::vector<Acc> scratch(rows_.empty() ? static_cast<size_t>(head_dim_) : 0);
     for (int64_t t = begin; t < end; ++t) {
       Acc* row = rows_.empty() ? scratch.data() : rows_.data() + t * head_dim_;
       load_row(tensor, t, head, row);
-      if (columns_.empty()) continue;
-      for (int64_t i = 0; i < head_dim_; ++i) columns_[static_cast<size_t>(i * column_stride_ + t)] = row[i];
+      if (column_tiles_.empty()) continue;
+      Acc* panel = column_tiles_.data() + align_down(t) * head_dim_ + (t - align_down(t));
+      for (int64_t i = 0; i < head_dim_; ++i) panel[i * kColumnTile] = row[i];
     }
   }
 
   const Acc* row(int64_t token) const { return rows_.data() + token * head_dim_; }
-  // Element (token + c, dim i) is at columns(token)[i * column_stride() + c].
-  const Acc* columns(int64_t token) const { return columns_.data() + token; }
-  int64_t column_stride() const { return column_stride_; }
+
+  // The tile of tokens [token, token + kColumnTile) for dot_tile, with column stride kColumnTile:
+  // element (token + c, dim i) is at column_tile(token)[i * kColumnTile + c].
+  const Acc* column_tile(int64_t token) const { return column_tiles_.data() + token * head_dim_; }
 
  private:
   int64_t head_dim_;
-  int64_t column_stride_;
   std::vector<Acc> rows_;
-  std::vector<Acc> columns_;
+  std::vector<Acc> column_tiles_;  // precondition of column_tile(): token % kColumnTile == 0
 };
 
 // Row pointers of tokens first .. first + kRowTile - 1 for dot_tile. Positions past `count`
