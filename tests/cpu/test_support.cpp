@@ -132,18 +132,6 @@ dualkv::OutputTensor StridedTensor::output() const {
   return view;
 }
 
-StridedTensor contiguous_tensor(dualkv::DType dtype, int64_t tokens, int64_t heads,
-                                int64_t head_dim) {
-  StridedTensor tensor;
-  tensor.storage = std::make_shared<Storage>(dtype, tokens * heads * head_dim);
-  tensor.tokens = tokens;
-  tensor.heads = heads;
-  tensor.head_dim = head_dim;
-  tensor.token_stride = heads * head_dim;
-  tensor.head_stride = head_dim;
-  return tensor;
-}
-
 void fill_uniform(StridedTensor& tensor, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (int64_t t = 0; t < tensor.tokens; ++t) {

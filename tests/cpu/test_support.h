@@ -75,9 +75,6 @@ struct StridedTensor {
   dualkv::OutputTensor output() const;
 };
 
-StridedTensor contiguous_tensor(dualkv::DType dtype, int64_t tokens, int64_t heads,
-                                int64_t head_dim);
-
 // Uniform values in [-1, 1), rounded to the view's dtype.
 void fill_uniform(StridedTensor& tensor, std::mt19937_64& rng);
 

@@ -1,0 +1,138 @@
+#include "tensor_views.h"
+
+#include <ATen/ops/empty.h>
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "dualkv/errors.h"
+
+namespace dualkv::torch_binding {
+namespace {
+
+DType dtype_of(const at::Tensor& tensor, const char* name) {
+  switch (tensor.scalar_type()) {
+    case at::kFloat:
+      return DType::kFloat32;
+    case at::kHalf:
+      return DType::kFloat16;
+    case at::kBFloat16:
+      return DType::kBFloat16;
+    default:
+      throw Error(name, std::string("dtype must be float32, float16 or bfloat16, got ") +
+                            c10::toString(tensor.scalar_type()));
+  }
+}
+
+Device device_of(const at::Tensor& tensor, const char* name) {
+  const at::Device device = tensor.device();
+  if (device.is_cpu()) return Device{DeviceKind::kCpu, 0};
+  if (device.is_cuda()) return Device{DeviceKind::kCuda, device.index()};
+  throw Error(name, "must be a CPU or CUDA tensor, got device " + device.str());
+}
+
+void require_dim(const at::Tensor& tensor, const char* name, int64_t dim, const char* shape) {
+  if (tensor.dim() != dim) {
+    throw Error(name, std::string("must have ") + std::to_string(dim) + " dimensions " + shape +
+                          ", got " + std::to_string(tensor.dim()));
+  }
+}
+
+void require_unit_stride_last_dim(const at::Tensor& tensor, const char* name) {
+  if (tensor.size(-1) > 1 && tensor.stride(-1) != 1) {
+    throw Error(name, "last dimension must have stride 1, got " + std::to_string(tensor.stride(-1)));
+  }
+}
+
+template <typename Pointer>
+TokenHeadTensor<Pointer> token_head_view(const at::Tensor& tensor, const char* name, Pointer data) {
+  require_dim(tensor, name, 3, "(tokens, heads, head_dim)");
+  require_unit_stride_last_dim(tensor, name);
+  TokenHeadTensor<Pointer> view;
+  view.data = data;
+  view.dtype = dtype_of(tensor, name);
+  view.device = device_of(tensor, name);
+  view.tokens = tensor.size(0);
+  view.heads = tensor.size(1);
+  view.head_dim = tensor.size(2);
+  view.token_stride = tensor.stride(0);
+  view.head_stride = tensor.stride(1);
+  return view;
+}
+
+void check_lse(const at::Tensor& lse, const char* name) {
+  require_dim(lse, name, 2, "(heads, tokens)");
+  require_unit_stride_last_dim(lse, name);
+  if (lse.scalar_type() != at::kFloat) {
+    throw Error(name, std::string("dtype must be float32, got ") + c10::toString(lse.scalar_type()));
+  }
+}
+
+template <typename Pointer>
+LseTensor<Pointer> lse_view(const at::Tensor& lse, const char* name, Pointer data) {
+  LseTensor<Pointer> view;
+  view.data = data;
+  view.device = device_of(lse, name);
+  view.heads = lse.size(0);
+  view.tokens = lse.size(1);
+  view.head_stride = lse.stride(0);
+  return view;
+}
+
+std::vector<int32_t> offsets_from_tensor(const at::Tensor& offsets, const char* name) {
+  require_dim(offsets, name, 1, "(count,)");
+  if (offsets.scalar_type() != at::kInt) {
+    throw Error(name, std::string("dtype must be int32, got ") + c10::toString(offsets.scalar_type()));
+  }
+  if (!offsets.device().is_cpu()) {
+    throw Error(name, "must be a CPU tensor, got device " + offsets.device().str());
+  }
+  const at::Tensor contiguous = offsets.contiguous();
+  const int32_t* data = contiguous.const_data_ptr<int32_t>();
+  return std::vector<int32_t>(data, data + contiguous.numel());
+}
+
+at::Tensor tensor_from_offsets(const std::vector<int32_t>& offsets) {
+  at::Tensor tensor = at::empty({static_cast<int64_t>(offsets.size())}, at::kInt);
+  std::copy(offsets.begin(), offsets.end(), tensor.mutable_data_ptr<int32_t>());
+  return tensor;
+}
+
+}  // namespace
+
+at::Tensor in_viewable_layout(const at::Tensor& tensor) {
+  bool viewable = tensor.dim() == 0 || tensor.size(-1) <= 1 || tensor.stride(-1) == 1;
+  for (int64_t dim = 0; dim < tensor.dim(); ++dim) {
+    viewable = viewable && (tensor.size(dim) <= 1 || tensor.stride(dim) != 0);
+  }
+  return viewable ? tensor : tensor.contiguous();
+}
+
+InputTensor input_view(const at::Tensor& tensor, const char* name) {
+  return token_head_view<const void*>(tensor, name, tensor.const_data_ptr());
+}
+
+OutputTensor output_view(const at::Tensor& tensor, const char* name) {
+  return token_head_view<void*>(tensor, name, tensor.mutable_data_ptr());
+}
+
+LseInput lse_input_view(const at::Tensor& lse, const char* name) {
+  check_lse(lse, name);
+  return lse_view<const float*>(lse, name, lse.const_data_ptr<float>());
+}
+
+LseOutput lse_output_view(const at::Tensor& lse, const char* name) {
+  check_lse(lse, name);
+  return lse_view<float*>(lse, name, lse.mutable_data_ptr<float>());
+}
+
+Layout layout_from_tensors(const at::Tensor& cu_seqlens, const at::Tensor& cu_groups) {
+  return Layout::from_offsets(offsets_from_tensor(cu_seqlens, "cu_seqlens"),
+                              offsets_from_tensor(cu_groups, "cu_groups"));
+}
+
+std::pair<at::Tensor, at::Tensor> layout_to_tensors(const Layout& layout) {
+  return {tensor_from_offsets(layout.cu_seqlens()), tensor_from_offsets(layout.cu_groups())};
+}
+
+}  // namespace dualkv::torch_binding

@@ -1,0 +1,108 @@
+"""dualkv.attention: shared-prompt attention as a torch.library operator.
+
+The operators torch.ops.dualkv.attention_forward / attention_backward are defined and given their
+CPU and CUDA kernels in C++ (python/csrc); this module completes them for PyTorch 2: the fake
+kernels that let torch.compile trace them without running them, and the autograd formula.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+from . import _C  # noqa: F401  (loading the extension registers torch.ops.dualkv)
+from ._layout import Layout
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    layout: Layout,
+    *,
+    softmax_scale: float | None = None,
+    deterministic: bool = False,
+) -> torch.Tensor:
+    """Attention over the packed shared-prompt layout; returns out (T, H, d), differentiable in
+    q, k and v.
+
+    q: (T, H, d); k, v: (T, Hk, d) with H % Hk == 0 (query head h reads kv head h // (H // Hk)).
+    One dtype for all (float32, float16 or bfloat16 on the CPU; float16 or bfloat16 on CUDA), one
+    device. Any strides with a unit-stride last dimension are used in place (e.g. slices of a
+    fused QKV projection). Query token q sees key token k iff both are in the same group, k <= q,
+    and k is in the group's prompt or in q's own segment.
+
+    softmax_scale: defaults to 1 / sqrt(d). deterministic: a backward pass whose results are
+    bitwise reproducible on CUDA (the CPU path always is). Bad input raises ValueError naming the
+    argument and the rule it broke.
+    """
+    out, _ = attention_with_lse(q, k, v, layout, softmax_scale=softmax_scale, deterministic=deterministic)
+    return out
+
+
+def attention_with_lse(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    layout: Layout,
+    *,
+    softmax_scale: float | None = None,
+    deterministic: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`attention` that also returns the softmax log-sum-exp: (out, lse) with lse (H, T) float32,
+    the natural log of sum_k exp(softmax_scale * q.k) over each query's visible keys, for callers
+    that merge attention states. Gradients flow through out only: lse is not differentiable."""
+    _check_arguments(q, k, v, layout, softmax_scale, deterministic)
+    if softmax_scale is not None:
+        softmax_scale = float(softmax_scale)
+    return torch.ops.dualkv.attention_forward(
+        q, k, v, layout.cu_seqlens, layout.cu_groups, softmax_scale, deterministic
+    )
+
+
+def _check_arguments(q, k, v, layout, softmax_scale, deterministic) -> None:
+    """Python-level types only; shapes, dtypes, devices and values are checked by the C++ core."""
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(tensor).__name__}")
+    if not isinstance(layout, Layout):
+        raise TypeError(f"layout: expected a dualkv.Layout, got {type(layout).__name__}")
+    if softmax_scale is not None and (isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real)):
+        raise TypeError(f"softmax_scale: expected a float or None, got {type(softmax_scale).__name__}")
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic: expected a bool, got {type(deterministic).__name__}")
+
+
+@torch.library.register_fake("dualkv::attention_forward")
+def _attention_forward_fake(q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic):
+    # Shapes and strides as the C++ kernels allocate them: out contiguous like q, lse (H, T) fp32.
+    tokens, heads, _ = q.shape
+    return q.new_empty(q.shape), q.new_empty((heads, tokens), dtype=torch.float32)
+
+
+@torch.library.register_fake("dualkv::attention_backward")
+def _attention_backward_fake(dout, q, k, v, out, lse, cu_seqlens, cu_groups, softmax_scale, deterministic):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens, cu_groups)
+    ctx.softmax_scale = softmax_scale
+    ctx.deterministic = deterministic
+    # The backward kernel has no input for a gradient of lse; marking it keeps a caller from
+    # silently losing one.
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, grad_out, grad_lse):
+    q, k, v, out, lse, cu_seqlens, cu_groups = ctx.saved_tensors
+    dq, dk, dv = torch.ops.dualkv.attention_backward(
+        grad_out, q, k, v, out, lse, cu_seqlens, cu_groups, ctx.softmax_scale, ctx.deterministic
+    )
+    return dq, dk, dv, None, None, None, None
+
+
+torch.library.register_autograd("dualkv::attention_forward", _backward, setup_context=_setup_context)

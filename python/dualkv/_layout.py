@@ -1,0 +1,167 @@
+"""dualkv.Layout: the packed shared-prompt layout (design section 2).
+
+    [ prompt_0 | resp_0,0 | ... | resp_0,N0-1 | prompt_1 | resp_1,0 | ... ]
+
+A layout is two int32 CPU tensors, what the C++ core validates and the operator takes:
+cu_seqlens (S+1 offsets over all segments in packed order) and cu_groups (G+1 segment indices;
+group g's first segment is its prompt, the rest its responses). Every Layout is valid: the
+constructor runs the C++ validation (dualkv::Layout::from_offsets), whose errors surface as
+ValueError naming the offending argument.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+from collections.abc import Sequence
+
+import torch
+
+from . import _C
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _as_int(value, name: str) -> int:
+    """An int from a Python or tensor integer; bools and floats are rejected, not truncated."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}") from None
+
+
+def _as_sequence(value, name: str) -> Sequence:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, torch.Tensor)):
+        raise TypeError(f"{name}: expected a sequence, got {type(value).__name__}")
+    return value
+
+
+def _offsets_tensor(value, name: str) -> torch.Tensor:
+    """A 1-D int32 CPU tensor from a tensor or a sequence of ints, without silent wrap-around."""
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+            raise TypeError(f"{name}: expected an integer tensor, got dtype {value.dtype}")
+        if value.dim() != 1:
+            raise ValueError(f"{name}: expected a 1-D tensor, got {value.dim()} dimensions")
+        values = value.detach().to("cpu", torch.int64)
+    else:
+        values = torch.tensor(
+            [_as_int(v, f"{name}[{i}]") for i, v in enumerate(_as_sequence(value, name))], dtype=torch.int64
+        )
+    if values.numel() and (values.min() < _INT32_MIN or values.max() > _INT32_MAX):
+        raise ValueError(f"{name}: offsets must fit in int32")
+    return values.to(torch.int32).contiguous()
+
+
+class Layout:
+    """The packed layout of G prompt groups; immutable.
+
+    Build with `Layout.from_lengths(prompt_lens, response_lens)` or
+    `Layout.from_offsets(cu_seqlens, cu_groups)`. `device` is where the per-token helpers
+    (segment_ids, group_ids, position_ids) are created; the offsets themselves always stay on
+    the CPU, where the operator reads them.
+    """
+
+    def __init__(self, cu_seqlens, cu_groups, device: torch.device | str | None = None):
+        self._cu_seqlens = _offsets_tensor(cu_seqlens, "cu_seqlens")
+        self._cu_groups = _offsets_tensor(cu_groups, "cu_groups")
+        _C.validate_offsets(self._cu_seqlens, self._cu_groups)
+        self._device = torch.device("cpu" if device is None else device)
+
+    @classmethod
+    def from_lengths(cls, prompt_lens, response_lens, device: torch.device | str | None = None) -> Layout:
+        """prompt_lens: G ints (P_g >= 1); response_lens: G sequences of ints (N_g >= 1 responses,
+        each R >= 1). Groups are packed in order, each prompt followed by its responses."""
+        prompts = [_as_int(p, f"prompt_lens[{g}]") for g, p in enumerate(_as_sequence(prompt_lens, "prompt_lens"))]
+        responses = [
+            [_as_int(r, f"response_lens[{g}][{i}]") for i, r in enumerate(_as_sequence(group, f"response_lens[{g}]"))]
+            for g, group in enumerate(_as_sequence(response_lens, "response_lens"))
+        ]
+        cu_seqlens, cu_groups = _C.offsets_from_lengths(prompts, responses)
+        return cls(cu_seqlens, cu_groups, device)
+
+    @classmethod
+    def from_offsets(cls, cu_seqlens, cu_groups, device: torch.device | str | None = None) -> Layout:
+        """cu_seqlens: S+1 segment offsets; cu_groups: G+1 segment indices (tensors or sequences)."""
+        return cls(cu_seqlens, cu_groups, device)
+
+    def to(self, device: torch.device | str) -> Layout:
+        """The same layout with its per-token helpers created on `device`."""
+        return Layout(self._cu_seqlens, self._cu_groups, device)
+
+    @property
+    def cu_seqlens(self) -> torch.Tensor:
+        """(S+1,) int32 CPU segment offsets."""
+        return self._cu_seqlens
+
+    @property
+    def cu_groups(self) -> torch.Tensor:
+        """(G+1,) int32 CPU indices of each group's first (prompt) segment."""
+        return self._cu_groups
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    @property
+    def num_groups(self) -> int:
+        return self._cu_groups.numel() - 1
+
+    @property
+    def num_segments(self) -> int:
+        return self._cu_seqlens.numel() - 1
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self._cu_seqlens[-1])
+
+    @functools.cached_property
+    def _segment_lengths(self) -> list[int]:
+        return self._cu_seqlens.diff().tolist()
+
+    @functools.cached_property
+    def prompt_lengths(self) -> list[int]:
+        """P_g per group."""
+        return [self._segment_lengths[s] for s in self._cu_groups[:-1].tolist()]
+
+    @functools.cached_property
+    def response_lengths(self) -> list[list[int]]:
+        """R_g,i per group, in packing order."""
+        bounds = self._cu_groups.tolist()
+        return [self._segment_lengths[first + 1 : end] for first, end in itertools.pairwise(bounds)]
+
+    @functools.cached_property
+    def segment_ids(self) -> torch.Tensor:
+        """(T,) int64: the segment (prompt or response, numbered in packed order) of each token."""
+        lengths = self._cu_seqlens.diff().long()
+        return torch.repeat_interleave(torch.arange(self.num_segments), lengths).to(self._device)
+
+    @functools.cached_property
+    def group_ids(self) -> torch.Tensor:
+        """(T,) int64: the group of each token."""
+        segments_per_group = self._cu_groups.diff().long()
+        group_of_segment = torch.repeat_interleave(torch.arange(self.num_groups), segments_per_group)
+        return group_of_segment.to(self._device)[self.segment_ids]
+
+    @functools.cached_property
+    def position_ids(self) -> torch.Tensor:
+        """(T,) int64: prompt tokens 0..P_g-1; every response restarts at P_g (P_g..P_g+R-1),
+        so each response sees the positions it has in its own [prompt; response] sequence."""
+        segments_per_group = self._cu_groups.diff().long()
+        segment_start = self._cu_seqlens[:-1].long()
+        prompt_length = self._cu_seqlens.diff().long()[self._cu_groups[:-1].long()]
+        is_response = torch.ones(self.num_segments, dtype=torch.bool)
+        is_response[self._cu_groups[:-1].long()] = False
+        # A segment's first token has position 0 (prompt) or P_g (response).
+        first_position = torch.repeat_interleave(prompt_length, segments_per_group) * is_response
+        offset = (first_position - segment_start).to(self._device)
+        return torch.arange(self.num_tokens, device=self._device) + offset[self.segment_ids]
+
+    def __repr__(self) -> str:
+        return (
+            f"Layout(num_groups={self.num_groups}, num_tokens={self.num_tokens}, "
+            f"prompt_lengths={self.prompt_lengths}, response_lengths={self.response_lengths})"
+        )

@@ -1,0 +1,191 @@
+"""dualkv.attention (CPU, and CUDA where a GPU is present) against references written here from the mask definition alone:
+a dense-mask attention and the per-response causal attention (the N-copy computation), both in
+float64 with gradients from autograd."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dualkv
+
+# (prompt lengths, response lengths per group): several groups, ragged responses, R = 1, P = 1.
+LAYOUTS = {
+    "one_group": ([6], [[4, 1, 3]]),
+    "three_groups_ragged": ([1, 5, 3], [[2, 1], [1, 6, 2, 3], [4]]),
+    "single_response": ([4], [[5]]),
+}
+HEADS = 8
+KV_HEADS = [8, 2, 1]  # GQA ratios 1, 4, 8
+HEAD_DIM = 16
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
+
+
+def visibility_mask(prompt_lens, response_lens):
+    """(T, T) bool, [query, key]: same group, key <= query, key in the prompt or in the query's
+    own segment."""
+    group, segment, in_prompt = [], [], []
+    segments = [
+        (g, length, is_prompt)
+        for g, (prompt, responses) in enumerate(zip(prompt_lens, response_lens))
+        for length, is_prompt in [(prompt, True)] + [(r, False) for r in responses]
+    ]
+    for s, (g, length, is_prompt) in enumerate(segments):
+        group += [g] * length
+        segment += [s] * length
+        in_prompt += [is_prompt] * length
+    group, segment, in_prompt = torch.tensor(group), torch.tensor(segment), torch.tensor(in_prompt)
+    token = torch.arange(len(group))
+    causal = token[None, :] <= token[:, None]
+    same_group = group[:, None] == group[None, :]
+    same_segment = segment[:, None] == segment[None, :]
+    return same_group & causal & (in_prompt[None, :] | same_segment)
+
+
+def dense_reference(q, k, v, mask, scale):
+    """(out (T, H, d), lse (H, T)) by explicit softmax over the masked score matrix."""
+    group_size = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(group_size, dim=1)
+    v = v.repeat_interleave(group_size, dim=1)
+    scores = torch.einsum("qhd,khd->hqk", q, k) * scale
+    scores = scores.masked_fill(~mask, float("-inf"))
+    out = torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), v)
+    return out, torch.logsumexp(scores, dim=-1)
+
+
+def as_float64_leaf(tensor):
+    return tensor.detach().cpu().double().requires_grad_()
+
+
+def assert_close_to_reference(actual, expected, dtype):
+    """The op accumulates in float32 and rounds to `dtype` its results and, on CUDA, the
+    probabilities and score gradients it feeds to tensor cores: allow a few units in the last
+    place of `dtype`, and no less than float32 accumulation over these short rows costs.
+    NaN anywhere fails."""
+    tolerance = max(8 * torch.finfo(dtype).eps, 64 * torch.finfo(torch.float32).eps)
+    torch.testing.assert_close(actual.double(), expected, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("kv_heads", KV_HEADS)
+@pytest.mark.parametrize("layout_name", LAYOUTS)
+def test_matches_dense_mask_reference(layout_name, kv_heads, dtype, device, make_qkv, generator):
+    if device == "cuda" and dtype == torch.float32:
+        pytest.skip("the CUDA kernels take float16 and bfloat16")
+    prompt_lens, response_lens = LAYOUTS[layout_name]
+    layout = dualkv.Layout.from_lengths(prompt_lens, response_lens)
+    q, k, v = (
+        t.detach().to(device).requires_grad_() for t in make_qkv(layout.num_tokens, HEADS, kv_heads, HEAD_DIM, dtype)
+    )
+    dout = torch.randn(q.shape, generator=generator, dtype=torch.float64).to(dtype)
+
+    out, lse = dualkv.attention_with_lse(q, k, v, layout)
+    out.backward(dout.to(device))
+
+    q64, k64, v64 = as_float64_leaf(q), as_float64_leaf(k), as_float64_leaf(v)
+    mask = visibility_mask(prompt_lens, response_lens)
+    expected_out, expected_lse = dense_reference(q64, k64, v64, mask, HEAD_DIM**-0.5)
+    expected_out.backward(dout.double())
+
+    assert out.dtype == dtype and lse.dtype == torch.float32
+    assert out.device == lse.device == q.grad.device == q.device
+    assert_close_to_reference(out.cpu(), expected_out, dtype)
+    assert_close_to_reference(lse.cpu(), expected_lse, torch.float32)
+    for name, actual, expected in (("dq", q.grad, q64.grad), ("dk", k.grad, k64.grad), ("dv", v.grad, v64.grad)):
+        assert actual.dtype == dtype, name
+        assert_close_to_reference(actual.cpu(), expected, dtype)
+
+
+@pytest.mark.parametrize("layout_name", LAYOUTS)
+def test_equals_per_response_causal_attention(layout_name, make_qkv, generator):
+    """Design section 2: response i's rows equal causal attention over [prompt; response_i],
+    prompt rows equal causal attention over the prompt, and the prompt's dK/dV sum over copies.
+    The N copies gather rows of one float64 leaf, so autograd performs that sum."""
+    prompt_lens, response_lens = LAYOUTS[layout_name]
+    layout = dualkv.Layout.from_lengths(prompt_lens, response_lens)
+    q, k, v = make_qkv(layout.num_tokens, HEADS, 2, HEAD_DIM)
+    dout = torch.randn(q.shape, generator=generator)
+    out = dualkv.attention(q, k, v, layout)
+    out.backward(dout)
+
+    q64, k64, v64 = as_float64_leaf(q), as_float64_leaf(k), as_float64_leaf(v)
+    # Packed order is: the first copy's prompt and response rows, then each further copy's
+    # response rows. The packed batch holds a prompt row once, so it takes its value (and its
+    # upstream gradient) from the first copy; the other copies compute the same rows.
+    pieces = []
+    start = 0
+    for prompt, responses in zip(prompt_lens, response_lens):
+        prompt_rows = torch.arange(start, start + prompt)
+        start += prompt
+        for copy, length in enumerate(responses):
+            rows = torch.cat([prompt_rows, torch.arange(start, start + length)])
+            copy_out = F.scaled_dot_product_attention(
+                q64[rows].transpose(0, 1),
+                k64[rows].transpose(0, 1),
+                v64[rows].transpose(0, 1),
+                is_causal=True,
+                enable_gqa=True,
+            ).transpose(0, 1)
+            pieces.append(copy_out if copy == 0 else copy_out[prompt:])
+            start += length
+    expected_out = torch.cat(pieces)
+    expected_out.backward(dout.double())
+
+    assert_close_to_reference(out, expected_out, torch.float32)
+    for actual, expected in ((q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
+        assert_close_to_reference(actual, expected, torch.float32)
+
+
+def test_strided_views_of_a_fused_qkv_projection(generator):
+    """q, k, v as column slices of one (T, H + 2 Hk, d) buffer, the gradient landing in that
+    buffer; explicit softmax_scale and deterministic backward."""
+    prompt_lens, response_lens = LAYOUTS["three_groups_ragged"]
+    layout = dualkv.Layout.from_lengths(prompt_lens, response_lens)
+    kv_heads, scale = 2, 0.3
+    qkv = torch.randn(layout.num_tokens, HEADS + 2 * kv_heads, HEAD_DIM, generator=generator).requires_grad_()
+    q, k, v = qkv.split([HEADS, kv_heads, kv_heads], dim=1)
+    assert not q.is_contiguous() and q.stride(-1) == 1
+    dout = torch.randn(q.shape, generator=generator)
+    out, lse = dualkv.attention_with_lse(q, k, v, layout, softmax_scale=scale, deterministic=True)
+    out.backward(dout)
+
+    qkv64 = as_float64_leaf(qkv)
+    q64, k64, v64 = qkv64.split([HEADS, kv_heads, kv_heads], dim=1)
+    expected_out, expected_lse = dense_reference(q64, k64, v64, visibility_mask(prompt_lens, response_lens), scale)
+    expected_out.backward(dout.double())
+
+    assert_close_to_reference(out, expected_out, torch.float32)
+    assert_close_to_reference(lse, expected_lse, torch.float32)
+    assert_close_to_reference(qkv.grad, qkv64.grad, torch.float32)
+
+
+def test_head_major_inputs(generator):
+    """(H, T, d) buffers seen as (T, H, d): token stride d, head stride T * d."""
+    prompt_lens, response_lens = LAYOUTS["one_group"]
+    layout = dualkv.Layout.from_lengths(prompt_lens, response_lens)
+    q, k, v = (
+        torch.randn(heads, layout.num_tokens, HEAD_DIM, generator=generator).transpose(0, 1) for heads in (HEADS, 2, 2)
+    )
+    out = dualkv.attention(q, k, v, layout)
+    expected_out, _ = dense_reference(
+        q.double(), k.double(), v.double(), visibility_mask(prompt_lens, response_lens), HEAD_DIM**-0.5
+    )
+    assert_close_to_reference(out, expected_out, torch.float32)
+
+
+def test_nan_propagates_to_exactly_the_queries_that_see_it(make_qkv):
+    """A NaN key in group 1's prompt poisons the queries of its kv head that see it, and nothing
+    else (design section 5)."""
+    prompt_lens, response_lens = LAYOUTS["three_groups_ragged"]
+    layout = dualkv.Layout.from_lengths(prompt_lens, response_lens)
+    q, k, v = (t.detach() for t in make_qkv(layout.num_tokens, HEADS, 2, HEAD_DIM))
+    poisoned_token = prompt_lens[0] + sum(response_lens[0]) + 2
+    k[poisoned_token, 1, 3] = float("nan")
+
+    out = dualkv.attention(q, k, v, layout)
+    expected_out, _ = dense_reference(
+        q.double(), k.double(), v.double(), visibility_mask(prompt_lens, response_lens), HEAD_DIM**-0.5
+    )
+    assert expected_out.isnan().any() and not expected_out.isnan().all()
+    assert torch.equal(out.isnan(), expected_out.isnan())

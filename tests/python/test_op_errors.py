@@ -1,0 +1,127 @@
+"""Bad input raises an error naming the argument and the rule; inputs are never modified."""
+
+import re
+
+import pytest
+import torch
+
+import dualkv
+
+HEADS, KV_HEADS, HEAD_DIM = 4, 2, 8
+
+
+@pytest.fixture
+def layout():
+    return dualkv.Layout.from_lengths([3, 2], [[2, 1], [4]])
+
+
+@pytest.fixture
+def qkv(layout, make_qkv):
+    return tuple(t.detach() for t in make_qkv(layout.num_tokens, HEADS, KV_HEADS, HEAD_DIM))
+
+
+def names(argument):
+    """The core's and the binding's message form: dualkv: invalid argument 'ARG': RULE."""
+    return re.escape(f"invalid argument '{argument}'")
+
+
+@pytest.mark.parametrize(
+    "change, argument, rule",
+    [
+        (lambda q, k, v: (q[:, 0], k, v), "q", "3 dimensions"),
+        (lambda q, k, v: (q, k[None], v), "k", "3 dimensions"),
+        (lambda q, k, v: (q[:, :3], k, v), "q.heads", "multiple of k.heads"),
+        (lambda q, k, v: (q, k.half(), v), "k.dtype", "must match q.dtype"),
+        (lambda q, k, v: (q, k, v.bfloat16()), "v.dtype", "must match q.dtype"),
+        (lambda q, k, v: (q.double(), k.double(), v.double()), "q", "float32, float16 or bfloat16"),
+        (lambda q, k, v: (q[:-1], k[:-1], v[:-1]), "q.tokens", "total_tokens"),
+        (lambda q, k, v: (q, k, v[:, :1]), "v.heads", "k.heads"),
+        (lambda q, k, v: (q, k[..., :4], v), "k.head_dim", "q.head_dim"),
+    ],
+    ids=[
+        "q_2d",
+        "k_4d",
+        "heads_not_multiple",
+        "k_half",
+        "v_bf16",
+        "float64",
+        "tokens_mismatch",
+        "v_heads",
+        "k_head_dim",
+    ],
+)
+def test_bad_tensors_raise_value_error_naming_the_argument(change, argument, rule, qkv, layout):
+    with pytest.raises(ValueError, match=names(argument) + ".*" + rule):
+        dualkv.attention(*change(*qkv), layout)
+
+
+@pytest.mark.parametrize("softmax_scale", [0.0, -1.0, float("nan"), float("inf")])
+def test_bad_softmax_scale_raises_value_error(softmax_scale, qkv, layout):
+    with pytest.raises(ValueError, match=names("softmax_scale")):
+        dualkv.attention(*qkv, layout, softmax_scale=softmax_scale)
+
+
+@pytest.mark.parametrize(
+    "arguments, argument",
+    [
+        (lambda q, k, v, layout: (q.numpy(), k, v, layout), "q"),
+        (lambda q, k, v, layout: (q, k, v, (layout.cu_seqlens, layout.cu_groups)), "layout"),
+    ],
+    ids=["q_not_tensor", "layout_not_layout"],
+)
+def test_wrong_python_types_raise_type_error_naming_the_argument(arguments, argument, qkv, layout):
+    with pytest.raises(TypeError, match=f"^{argument}:"):
+        dualkv.attention(*arguments(*qkv, layout))
+
+
+@pytest.mark.parametrize("keyword, value", [("softmax_scale", "0.5"), ("softmax_scale", True), ("deterministic", 1)])
+def test_wrong_option_types_raise_type_error(keyword, value, qkv, layout):
+    with pytest.raises(TypeError, match=f"^{keyword}:"):
+        dualkv.attention(*qkv, layout, **{keyword: value})
+
+
+@pytest.mark.parametrize(
+    "cu_seqlens, cu_groups, argument",
+    [
+        (torch.tensor([0, 3, 5, 6, 8, 12]).int(), torch.tensor([0, 3, 5]).long(), "cu_groups"),
+        (torch.tensor([0, 3, 5, 6, 8, 12]).float(), torch.tensor([0, 3, 5]).int(), "cu_seqlens"),
+        (torch.tensor([[0, 3, 5, 6, 8, 12]]).int(), torch.tensor([0, 3, 5]).int(), "cu_seqlens"),
+    ],
+    ids=["groups_int64", "seqlens_float", "seqlens_2d"],
+)
+def test_operator_rejects_malformed_layout_tensors(cu_seqlens, cu_groups, argument, qkv):
+    with pytest.raises(ValueError, match=names(argument)):
+        torch.ops.dualkv.attention_forward(*qkv, cu_seqlens, cu_groups, None, False)
+
+
+def test_operator_validates_offsets(qkv):
+    cu_seqlens = torch.tensor([0, 3, 5, 5, 8, 12], dtype=torch.int32)  # an empty segment
+    cu_groups = torch.tensor([0, 3, 5], dtype=torch.int32)
+    with pytest.raises(ValueError, match=names("cu_seqlens[3]") + ".*strictly increasing"):
+        torch.ops.dualkv.attention_forward(*qkv, cu_seqlens, cu_groups, None, False)
+
+
+def test_backward_operator_names_its_arguments(qkv, layout):
+    q, k, v = qkv
+    out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.cu_groups, None, False)
+    arguments = (out, q, k, v, out, lse, layout.cu_seqlens, layout.cu_groups, None, False)
+    with pytest.raises(ValueError, match=names("dout.tokens")):
+        torch.ops.dualkv.attention_backward(out[:-1], *arguments[1:])
+    with pytest.raises(ValueError, match=names("lse") + ".*float32"):
+        torch.ops.dualkv.attention_backward(*arguments[:5], lse.double(), *arguments[6:])
+    with pytest.raises(ValueError, match=names("lse.heads")):
+        torch.ops.dualkv.attention_backward(*arguments[:5], lse[:1], *arguments[6:])
+
+
+def test_inputs_are_not_modified(layout, generator):
+    kv_heads = KV_HEADS
+    qkv = torch.randn(layout.num_tokens, HEADS + 2 * kv_heads, HEAD_DIM, generator=generator).requires_grad_()
+    dout = torch.randn(layout.num_tokens, HEADS, HEAD_DIM, generator=generator)
+    before = qkv.detach().clone(), dout.clone(), layout.cu_seqlens.clone(), layout.cu_groups.clone()
+
+    q, k, v = qkv.split([HEADS, kv_heads, kv_heads], dim=1)
+    dualkv.attention(q, k, v, layout).backward(dout)
+
+    after = qkv.detach(), dout, layout.cu_seqlens, layout.cu_groups
+    for b, a in zip(before, after):
+        assert torch.equal(b, a)
