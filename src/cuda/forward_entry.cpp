@@ -1,0 +1,110 @@
+// CUDA backend of dualkv::forward: CUDA-only argument checks, the work plan upload into the
+// caller's workspace, and dispatch to the compiled (dtype, head_dim) sm80 kernel.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda/common/argument_checks.h"
+#include "cuda/common/device_guard.h"
+#include "cuda/common/workspace.h"
+#include "cuda/sm80/forward/forward_launch.h"
+#include "dualkv/errors.h"
+#include "host/backend.h"
+#include "host/work_plan.h"
+
+namespace dualkv::detail {
+namespace {
+
+void check_compiled(const ForwardParams& params) {
+  check_cuda_accumulation(params.options.accumulation);
+  check_compiled_dtype(params.q.dtype, "q.dtype");
+  check_compiled_head_dim(params.q.head_dim, kSm80ForwardHeadDims, "q.head_dim");
+}
+
+int block_m_for(const ForwardParams& params) {
+  return forward_tile_shape(static_cast<int>(params.q.head_dim)).block_m;
+}
+
+size_t plan_bytes(const Layout& layout, const ForwardParams& params) {
+  return static_cast<size_t>(count_forward_tiles(layout, block_m_for(params))) * sizeof(ForwardTile);
+}
+
+template <DType kDType>
+void launch_for_head_dim(int64_t head_dim, const ForwardKernelParams& kernel_params, int32_t work_items,
+                         cudaStream_t stream) {
+  static_assert(sizeof(kSm80ForwardHeadDims) / sizeof(int) == 2, "add the new head_dim to this switch");
+  switch (head_dim) {
+    case 64: return launch_sm80_forward<kDType, 64>(kernel_params, work_items, stream);
+    case 128: return launch_sm80_forward<kDType, 128>(kernel_params, work_items, stream);
+    default: check_compiled_head_dim(head_dim, kSm80ForwardHeadDims, "q.head_dim");
+  }
+}
+
+}  // namespace
+
+size_t cuda_forward_workspace_bytes(const Layout& layout, const ForwardParams& params) {
+  check_compiled(params);
+  return workspace_bytes_for(plan_bytes(layout, params));
+}
+
+void cuda_forward(const Layout& layout, const ForwardParams& params) {
+  check_compiled(params);
+  const ForwardParams& p = params;
+  const int device = p.q.device.index;
+  check_device_pointer(p.q.data, p.q.device, "q");
+  check_device_pointer(p.k.data, p.k.device, "k");
+  check_device_pointer(p.v.data, p.v.device, "v");
+  check_device_pointer(p.out.data, p.out.device, "out");
+  check_device_pointer(p.lse.data, p.lse.device, "lse");
+  check_vector_aligned(p.q, "q");
+  check_vector_aligned(p.k, "k");
+  check_vector_aligned(p.v, "v");
+  check_vector_aligned(p.out, "out");
+
+  const int block_m = block_m_for(p);
+  const std::vector<ForwardTile> tiles = plan_forward_tiles(layout, block_m);
+  const int64_t work_items = static_cast<int64_t>(tiles.size()) * p.q.heads;
+  if (work_items > std::numeric_limits<int32_t>::max()) {
+    throw Error("layout", "query tiles (" + std::to_string(tiles.size()) + ") x q.heads (" +
+                              std::to_string(p.q.heads) + ") exceed one CUDA launch (2^31 - 1 CTAs)");
+  }
+
+  DeviceGuard guard(device);
+  void* plan = aligned_workspace(p.options, device, tiles.size() * sizeof(ForwardTile));
+  upload_async(plan, tiles.data(), tiles.size() * sizeof(ForwardTile), p.options);
+
+  ForwardKernelParams k{};
+  k.q = p.q.data;
+  k.k = p.k.data;
+  k.v = p.v.data;
+  k.out = p.out.data;
+  k.lse = p.lse.data;
+  k.q_token_stride = p.q.token_stride;
+  k.q_head_stride = p.q.head_stride;
+  k.k_token_stride = p.k.token_stride;
+  k.k_head_stride = p.k.head_stride;
+  k.v_token_stride = p.v.token_stride;
+  k.v_head_stride = p.v.head_stride;
+  k.out_token_stride = p.out.token_stride;
+  k.out_head_stride = p.out.head_stride;
+  k.lse_head_stride = p.lse.head_stride;
+  k.tiles = static_cast<const ForwardTile*>(plan);
+  k.heads = static_cast<int32_t>(p.q.heads);
+  k.heads_per_kv_head = static_cast<int32_t>(p.q.heads / p.k.heads);
+  k.softmax_scale = p.softmax_scale;
+  k.softmax_scale_log2 = p.softmax_scale * static_cast<float>(M_LOG2E);
+
+  const auto stream = static_cast<cudaStream_t>(p.options.stream);
+  const auto items = static_cast<int32_t>(work_items);
+  if (p.q.dtype == DType::kFloat16) {
+    launch_for_head_dim<DType::kFloat16>(p.q.head_dim, k, items, stream);
+  } else {
+    launch_for_head_dim<DType::kBFloat16>(p.q.head_dim, k, items, stream);
+  }
+}
+
+}  // namespace dualkv::detail

@@ -1,0 +1,75 @@
+// Compile-time configuration of the sm80 forward kernel for one (element type, head dimension):
+// block shape (from host/work_plan.h, the single source of tile sizes), the tensor-core MMA,
+// shared-memory layouts and the copy engines that move tiles between memories.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
+
+#include <type_traits>
+
+#include "host/work_plan.h"
+
+namespace dualkv::detail {
+
+template <typename Element_, int kHeadDim_>
+struct Sm80ForwardConfig {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr ForwardTileShape kShape = forward_tile_shape(kHeadDim);
+  static constexpr int kBlockM = kShape.block_m;
+  static constexpr int kBlockN = kShape.block_n;
+  static constexpr int kWarps = kShape.warps;
+  static constexpr int kThreads = kWarps * 32;
+
+  // Shared-memory rows are handled in chunks of 64 elements = 128 bytes = all 32 banks.
+  static constexpr int kChunk = 64;
+  static_assert(kHeadDim % kChunk == 0, "head_dim must be a multiple of 64");
+  static_assert(kBlockM == 16 * kWarps * (kBlockM / (16 * kWarps)), "each warp owns whole 16-row strips");
+
+  // m16n8k16 tensor-core MMA with fp32 accumulation; warps are stacked along M, so each warp owns
+  // kBlockM / kWarps query rows and the softmax of a row never crosses warps.
+  using MmaAtom = std::conditional_t<std::is_same_v<Element, cutlass::half_t>,
+                                     cute::MMA_Atom<cute::SM80_16x8x16_F32F16F16F32_TN>,
+                                     cute::MMA_Atom<cute::SM80_16x8x16_F32BF16BF16F32_TN>>;
+  using TiledMma = cute::TiledMMA<MmaAtom, cute::Layout<cute::Shape<cute::Int<kWarps>, cute::_1, cute::_1>>,
+                                  cute::Tile<cute::Int<16 * kWarps>, cute::_16, cute::_16>>;
+
+  // XOR swizzle of 16-byte units inside each 128-byte row chunk: the 8 rows an ldmatrix reads
+  // (and the 8 rows a cp.async wave writes) land in 8 different bank groups.
+  using SmemAtom = decltype(cute::composition(
+      cute::Swizzle<3, 3, 3>{},
+      cute::Layout<cute::Shape<cute::_8, cute::Int<kChunk>>, cute::Stride<cute::Int<kChunk>, cute::_1>>{}));
+  using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}));
+  using SmemLayoutKV = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}));
+  // V read as the (head_dim, keys) B operand of O += P V: the same bytes, transposed view.
+  using SmemLayoutVt = decltype(cute::composition(
+      SmemLayoutKV{}, cute::make_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{}, cute::GenRowMajor{})));
+
+  static constexpr int kSmemQElements = cute::cosize_v<SmemLayoutQ>;
+  static constexpr int kSmemKVElements = cute::cosize_v<SmemLayoutKV>;
+  static constexpr int kSmemBytes = (kSmemQElements + 2 * kSmemKVElements) * static_cast<int>(sizeof(Element));
+  static_assert(kSmemBytes == forward_shared_memory_bytes(kHeadDim), "work_plan.h and the kernel disagree");
+
+  // shared -> registers: ldmatrix (x4), transposed for V.
+  using SmemLoadAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, Element>;
+  using SmemLoadAtomTransposed = cute::Copy_Atom<cute::SM75_U16x8_LDSM_T, Element>;
+  using SmemStoreAtomO = cute::Copy_Atom<cute::AutoVectorizingCopyWithAssumedAlignment<128>, Element>;
+
+  // global <-> shared: each thread moves 16 bytes (8 elements); 8 threads cover one 64-element
+  // chunk of a row, so a warp writes 4 rows x 128 bytes of shared memory per wave.
+  static constexpr int kElementsPerVector = 16 / static_cast<int>(sizeof(Element));
+  static constexpr int kThreadsPerChunk = kChunk / kElementsPerVector;
+  using GmemThreadLayout = cute::Layout<cute::Shape<cute::Int<kThreads / kThreadsPerChunk>, cute::Int<kThreadsPerChunk>>,
+                                        cute::Stride<cute::Int<kThreadsPerChunk>, cute::_1>>;
+  using GmemVectorLayout = cute::Layout<cute::Shape<cute::_1, cute::Int<kElementsPerVector>>>;
+  // cp.async.cg: K/V are streamed once per CTA, so they bypass L1.
+  using GmemLoad = decltype(cute::make_tiled_copy(
+      cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{}, GmemThreadLayout{},
+      GmemVectorLayout{}));
+  using GmemStore = decltype(cute::make_tiled_copy(
+      cute::Copy_Atom<cute::AutoVectorizingCopyWithAssumedAlignment<128>, Element>{}, GmemThreadLayout{},
+      GmemVectorLayout{}));
+};
+
+}  // namespace dualkv::detail

@@ -1,0 +1,94 @@
+// Online softmax over key blocks (FlashAttention-2): per query row a running maximum m and a
+// running sum l of exp(s - m); the output accumulator is rescaled whenever m grows, and divided
+// by l once at the end. Scores stay in raw q.k units; exponentials use exp2 with the softmax
+// scale pre-multiplied by log2(e), so each score costs one FFMA and one MUFU.EX2.
+//
+// Rows of a thread's accumulator fragment are shared by the 4 lanes of a quad (lanes 4i..4i+3),
+// so row reductions combine across the quad with two xor-shuffles.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include <cmath>
+
+#include "cuda/sm80/forward/fragments.cuh"
+
+namespace dualkv::detail::sm80 {
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+template <int kRows>
+struct OnlineSoftmax {
+  float row_max[kRows];  // in raw score units; -inf until a row has seen a key
+  float row_sum[kRows];  // this thread's partial sum; quad-reduced in finish()
+
+  __device__ __forceinline__ OnlineSoftmax() {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      row_max[r] = -INFINITY;
+      row_sum[r] = 0.0f;
+    }
+  }
+
+  // Turns scores (an MMA accumulator, masked entries -inf) into unnormalised probabilities
+  // exp(s - m_new) in place, and rescales the output accumulator `out` by exp(m_old - m_new).
+  template <typename Scores, typename Output>
+  __device__ __forceinline__ void update(Scores& scores_acc, Output& out_acc, float scale_log2) {
+    auto scores = cute::make_tensor(scores_acc.data(), accumulator_rows_by_columns(scores_acc.layout()));
+    auto out = cute::make_tensor(out_acc.data(), accumulator_rows_by_columns(out_acc.layout()));
+    static_assert(decltype(cute::size<0>(scores))::value == kRows);
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      float block_max = row_max[r];
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(scores); ++c) block_max = fmaxf(block_max, scores(r, c));
+      const float new_max = quad_max(block_max);
+      // A row that has seen only masked keys keeps max -inf; exp2(-inf - 0) = 0 keeps it empty
+      // instead of producing (-inf) - (-inf) = NaN.
+      const float shift = (new_max == -INFINITY ? 0.0f : new_max) * scale_log2;
+      const float rescale = fast_exp2(row_max[r] * scale_log2 - shift);
+      row_max[r] = new_max;
+      row_sum[r] *= rescale;
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(out); ++c) out(r, c) *= rescale;
+      float sum = 0.0f;
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(scores); ++c) {
+        scores(r, c) = fast_exp2(scores(r, c) * scale_log2 - shift);
+        sum += scores(r, c);
+      }
+      row_sum[r] += sum;
+    }
+  }
+
+  // Divides `out` by the row sums and returns, per row, the natural-log LSE m * scale + log(l).
+  // NaN anywhere in a row's scores reaches l and so both O and the LSE.
+  template <typename Output>
+  __device__ __forceinline__ void finish(Output& out_acc, float scale, float (&lse)[kRows]) {
+    auto out = cute::make_tensor(out_acc.data(), accumulator_rows_by_columns(out_acc.layout()));
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const float sum = quad_sum(row_sum[r]);
+      const float inverse = 1.0f / sum;
+      CUTE_UNROLL
+      for (int c = 0; c < cute::size<1>(out); ++c) out(r, c) *= inverse;
+      lse[r] = (row_max[r] == -INFINITY ? 0.0f : row_max[r]) * scale + logf(sum);
+    }
+  }
+};
+
+}  // namespace dualkv::detail::sm80
