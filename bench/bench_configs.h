@@ -1,0 +1,38 @@
+// The benchmark's shapes: design section 4 (Qwen3-8B attention, one prompt group of N
+// responses), selectable by name, and the FLOP counts reported against them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dualkv/dualkv.h"
+
+namespace dualkv::bench {
+
+struct BenchConfig {
+  int64_t responses = 0;  // N
+  int64_t prompt = 0;     // P
+  int64_t response = 2048;
+  int64_t heads = 32;
+  int64_t kv_heads = 8;
+  int64_t head_dim = 128;
+
+  std::string name() const;  // "N28_P4096"
+  Layout layout() const;
+};
+
+// The five (N, P) pairs of design section 4.
+std::vector<BenchConfig> design_configs();
+
+// "all", or a comma-separated list of NxP items (e.g. "28x4096,16x32768") at design's R, H, Hk, d.
+std::vector<BenchConfig> parse_configs(const std::string& text);
+
+// "fp16", "bf16" or "both".
+std::vector<DType> parse_dtypes(const std::string& text);
+
+// Useful FLOPs on the deduplicated pairs: forward 4 d H pairs, backward 2.5 times that.
+double forward_flops(const BenchConfig& config);
+double backward_flops(const BenchConfig& config);
+
+}  // namespace dualkv::bench

@@ -1,0 +1,62 @@
+#include "bench_report.h"
+
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+namespace dualkv::bench {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string format(const char* pattern, double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, pattern, value);
+  return text;
+}
+
+}  // namespace
+
+void print_table(std::ostream& out, const std::vector<BenchResult>& results) {
+  out << "config        dtype     fwd ms   bwd ms  fwd TF/s  bwd TF/s  peak GiB  tensors GiB  peak/tensors\n";
+  for (const BenchResult& r : results) {
+    char line[256];
+    if (!r.failure.empty()) {
+      std::snprintf(line, sizeof line, "%-13s %-8s %s\n", r.config.name().c_str(), dtype_name(r.dtype),
+                    r.failure.c_str());
+    } else {
+      std::snprintf(line, sizeof line, "%-13s %-8s %8.2f %8.2f %9.1f %9.1f %9.2f %12.2f %13.2f\n",
+                    r.config.name().c_str(), dtype_name(r.dtype), r.forward_ms, r.backward_ms, r.forward_tflops,
+                    r.backward_tflops, r.peak_bytes / kGiB, r.tensor_bytes / kGiB,
+                    static_cast<double>(r.peak_bytes) / static_cast<double>(r.tensor_bytes));
+    }
+    out << line;
+  }
+}
+
+void write_json(const std::string& path, const std::string& device_name, const std::vector<BenchResult>& results) {
+  std::ofstream file(path);
+  if (!file) throw std::runtime_error("cannot write " + path);
+  file << "{\n  \"device\": \"" << device_name << "\",\n  \"results\": [\n";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const BenchResult& r = results[i];
+    file << "    {\"config\": \"" << r.config.name() << "\", \"dtype\": \"" << dtype_name(r.dtype)
+         << "\", \"N\": " << r.config.responses << ", \"P\": " << r.config.prompt << ", \"R\": " << r.config.response
+         << ", \"H\": " << r.config.heads << ", \"Hk\": " << r.config.kv_heads << ", \"d\": " << r.config.head_dim
+         << ", \"pairs\": " << r.config.layout().visible_pairs();
+    if (!r.failure.empty()) {
+      file << ", \"failure\": \"" << r.failure << "\"}";
+    } else {
+      file << ", \"repeats\": " << r.repeats << ", \"input_sets\": " << r.input_sets
+           << ", \"forward_ms\": " << format("%.4f", r.forward_ms)
+           << ", \"backward_ms\": " << format("%.4f", r.backward_ms)
+           << ", \"forward_tflops\": " << format("%.2f", r.forward_tflops)
+           << ", \"backward_tflops\": " << format("%.2f", r.backward_tflops) << ", \"peak_bytes\": " << r.peak_bytes
+           << ", \"tensor_bytes\": " << r.tensor_bytes << "}";
+    }
+    file << (i + 1 < results.size() ? ",\n" : "\n");
+  }
+  file << "  ]\n}\n";
+}
+
+}  // namespace dualkv::bench

@@ -1,0 +1,87 @@
+// dualkv_bench: the CUDA path's forward/backward speed and memory on design section 4's shapes.
+//
+//   dualkv_bench [--configs all|NxP,...] [--dtype fp16|bf16|both] [--repeats 10] [--warmups 2]
+//                [--json PATH]
+//
+// Times are CUDA-event medians over --repeats runs after --warmups runs, rotating over two input
+// sets where memory allows; TFLOP/s count the deduplicated pairs (forward 4 d H pairs, backward
+// 2.5x). Peak memory is the process's cudaMemGetInfo high-water mark around one forward +
+// backward, next to the bytes of Q, K, V, O, dO, dQ, dK, dV.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "bench_configs.h"
+#include "bench_report.h"
+#include "common/cli.h"
+#include "config_runner.h"
+
+namespace {
+
+constexpr int kMinRepeats = 10;
+
+const char* const kUsage =
+    "usage: dualkv_bench [--configs all|NxP,...] [--dtype fp16|bf16|both] [--repeats N>=10] [--warmups N] "
+    "[--json PATH]\n";
+
+bool is_out_of_memory(const std::string& message) {
+  return message.find("out of memory") != std::string::npos ||
+         message.find("cudaErrorMemoryAllocation") != std::string::npos;
+}
+
+std::string device_name() {
+  cudaDeviceProp properties{};
+  if (cudaGetDeviceProperties(&properties, 0) != cudaSuccess) return "unknown";
+  return properties.name;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace dualkv::bench;
+  try {
+    dualkv::tools::Flags flags(argc, argv);
+    const std::vector<BenchConfig> configs = parse_configs(flags.get_string("configs", "all"));
+    const std::vector<dualkv::DType> dtypes = parse_dtypes(flags.get_string("dtype", "both"));
+    RunOptions options;
+    options.repeats = static_cast<int>(flags.get_int("repeats", kMinRepeats));
+    options.warmups = static_cast<int>(flags.get_int("warmups", options.warmups));
+    const std::string json = flags.get_string("json", "");
+    flags.reject_unknown();
+    if (flags.help()) {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (options.repeats < kMinRepeats) throw std::invalid_argument("--repeats must be >= 10 (medians of 10+ runs)");
+
+    std::vector<BenchResult> results;
+    for (const dualkv::DType dtype : dtypes) {
+      for (const BenchConfig& config : configs) {
+        try {
+          results.push_back(run_config(config, dtype, options));
+        } catch (const std::exception& error) {
+          cudaGetLastError();  // an allocation failure is not sticky; clear it for the next shape
+          BenchResult failed;
+          failed.config = config;
+          failed.dtype = dtype;
+          failed.failure = is_out_of_memory(error.what()) ? "OOM" : std::string("error: ") + error.what();
+          results.push_back(failed);
+        }
+        print_table(std::cout, {results.back()});
+      }
+    }
+    std::cout << "\n" << device_name() << "\n";
+    print_table(std::cout, results);
+    if (!json.empty()) write_json(json, device_name(), results);
+    const bool all_failed =
+        std::all_of(results.begin(), results.end(), [](const BenchResult& r) { return !r.failure.empty(); });
+    return all_failed ? 1 : 0;
+  } catch (const std::exception& error) {
+    std::cerr << "dualkv_bench: " << error.what() << "\n" << kUsage;
+    return 2;
+  }
+}

@@ -1,0 +1,129 @@
+#include "attention_checks.h"
+
+#include "error_budget.h"
+#include "ncopy_reference.h"
+
+namespace dualkv_test {
+namespace {
+
+using oracle::DenseTensor;
+
+struct Inputs {
+  DenseTensor q, k, v, dout;
+};
+
+// Draws q, k, v and dout into the host views (rounded to the dtype) and returns their exact values.
+Inputs draw_inputs(HostTensors& host) {
+  std::mt19937_64 rng = rng_for_current_test();
+  for (StridedTensor* view : {&host.q, &host.k, &host.v, &host.dout}) fill_uniform(*view, rng);
+  return Inputs{to_dense(host.q), to_dense(host.k), to_dense(host.v), to_dense(host.dout)};
+}
+
+void expect_inputs_unmodified(const HostTensors& host, const Inputs& inputs) {
+  EXPECT_TRUE(identical(to_dense(host.q), inputs.q)) << "q";
+  EXPECT_TRUE(identical(to_dense(host.k), inputs.k)) << "k";
+  EXPECT_TRUE(identical(to_dense(host.v), inputs.v)) << "v";
+  EXPECT_TRUE(identical(to_dense(host.dout), inputs.dout)) << "dout";
+}
+
+void expect_within_budget(const char* name, const DenseTensor& kernel, const DenseTensor& baseline,
+                          const DenseTensor& fp64, const DenseTensor& fp32) {
+  EXPECT_TRUE(within_error_budget(kernel, baseline, fp64)) << name << " against the CPU path in fp64";
+  EXPECT_TRUE(within_error_budget(kernel, baseline, fp32)) << name << " against the N-copy fp32 reference";
+}
+
+// Poisons dq/dk/dv on the device, runs one backward, brings everything back to `host`.
+void run_backward(const dualkv::Layout& layout, HostTensors& host, DeviceTensors& device, float scale,
+                  bool deterministic) {
+  for (StridedTensor* grad : {&host.dq, &host.dk, &host.dv}) {
+    grad->storage->poison();
+    device.upload(*grad);
+  }
+  run_on_device(layout, device_backward_params(device, host, scale, deterministic));
+  for (const StridedTensor* view : host.views()) device.download(*view);
+}
+
+}  // namespace
+
+void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim) {
+  const dualkv::Layout layout = make_layout(problem.batch);
+  HostTensors host =
+      make_host_tensors(problem.placement, dtype, layout.total_tokens(), problem.heads, problem.kv_heads, head_dim);
+  const Inputs inputs = draw_inputs(host);
+  const float scale = dualkv::default_softmax_scale(head_dim);
+
+  const oracle::ForwardResult fp64 = cpu_fp64_forward(layout, inputs.q, inputs.k, inputs.v, scale);
+  const oracle::ForwardResult fp32 = ncopy_reference_forward(problem.batch, inputs.q, inputs.k, inputs.v, scale,
+                                                             cuda_reference::OperandRounding::kNone);
+  oracle::ForwardResult baseline =
+      ncopy_reference_forward(problem.batch, inputs.q, inputs.k, inputs.v, scale, operand_rounding(dtype));
+  baseline.out = rounded_to(baseline.out, dtype);
+
+  DeviceTensors device(host);
+  run_on_device(layout, device_forward_params(device, host, scale));
+  for (const StridedTensor* view : host.views()) device.download(*view);
+  device.download_lse();
+
+  ASSERT_TRUE(fully_written(host.out)) << "out";
+  ASSERT_TRUE(fully_written(host.lse)) << "lse";
+  EXPECT_TRUE(nothing_written_outside_views(host));
+  expect_inputs_unmodified(host, inputs);
+  expect_within_budget("out", to_dense(host.out), baseline.out, fp64.out, fp32.out);
+  expect_within_budget("lse", host.lse.to_dense(), baseline.lse, fp64.lse, fp32.lse);
+}
+
+void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim) {
+  const dualkv::Layout layout = make_layout(problem.batch);
+  HostTensors host =
+      make_host_tensors(problem.placement, dtype, layout.total_tokens(), problem.heads, problem.kv_heads, head_dim);
+  const Inputs inputs = draw_inputs(host);
+  const float scale = dualkv::default_softmax_scale(head_dim);
+
+  // out and lse as a forward pass would deliver them: the fp64 result stored in the dtype and
+  // fp32. Every backward below (references and kernel) receives these same values.
+  const oracle::ForwardResult forward = cpu_fp64_forward(layout, inputs.q, inputs.k, inputs.v, scale);
+  for (int64_t t = 0; t < host.out.tokens; ++t) {
+    for (int64_t h = 0; h < host.out.heads; ++h) {
+      for (int64_t i = 0; i < host.out.head_dim; ++i) host.out.write(t, h, i, forward.out.at(t, h, i));
+      host.lse.values[h * host.lse.head_stride + t] = static_cast<float>(forward.lse.at(t, h, 0));
+    }
+  }
+  const DenseTensor out = to_dense(host.out);
+  const DenseTensor lse = host.lse.to_dense();
+
+  const oracle::Gradients fp64 = cpu_fp64_backward(layout, inputs.q, inputs.k, inputs.v, out, lse, inputs.dout, scale);
+  const oracle::Gradients fp32 = ncopy_reference_backward(problem.batch, inputs.q, inputs.k, inputs.v, out, lse,
+                                                          inputs.dout, scale, cuda_reference::OperandRounding::kNone);
+  const oracle::Gradients rounded = ncopy_reference_backward(problem.batch, inputs.q, inputs.k, inputs.v, out, lse,
+                                                             inputs.dout, scale, operand_rounding(dtype));
+  const oracle::Gradients baseline{rounded_to(rounded.dq, dtype), rounded_to(rounded.dk, dtype),
+                                   rounded_to(rounded.dv, dtype)};
+
+  DeviceTensors device(host);
+  for (const bool deterministic : {false, true}) {
+    SCOPED_TRACE(deterministic ? "deterministic backward" : "default backward");
+    run_backward(layout, host, device, scale, deterministic);
+    ASSERT_TRUE(fully_written(host.dq)) << "dq";
+    ASSERT_TRUE(fully_written(host.dk)) << "dk";
+    ASSERT_TRUE(fully_written(host.dv)) << "dv";
+    EXPECT_TRUE(nothing_written_outside_views(host));
+    expect_inputs_unmodified(host, inputs);
+    EXPECT_TRUE(identical(to_dense(host.out), out)) << "out (an input of the backward)";
+    device.download_lse();
+    EXPECT_TRUE(identical(host.lse.to_dense(), lse)) << "lse (an input of the backward)";
+    expect_within_budget("dq", to_dense(host.dq), baseline.dq, fp64.dq, fp32.dq);
+    expect_within_budget("dk", to_dense(host.dk), baseline.dk, fp64.dk, fp32.dk);
+    expect_within_budget("dv", to_dense(host.dv), baseline.dv, fp64.dv, fp32.dv);
+  }
+
+  // dq, dk and dv share one storage in the fused placement; compare every gradient storage.
+  std::vector<Storage> first_run;
+  for (const StridedTensor* grad : {&host.dq, &host.dk, &host.dv}) first_run.push_back(*grad->storage);
+  run_backward(layout, host, device, scale, true);
+  const StridedTensor* grads[] = {&host.dq, &host.dk, &host.dv};
+  for (size_t g = 0; g < first_run.size(); ++g) {
+    EXPECT_TRUE(bitwise_equal(first_run[g], *grads[g]->storage)) << "deterministic backward rerun, gradient " << g;
+  }
+}
+
+}  // namespace dualkv_test

@@ -1,0 +1,46 @@
+// Owning device allocations for the GPU suite, and CUDA status checks that fail loudly.
+//
+// The suite talks to the library through the public API only; this is the little CUDA runtime
+// plumbing the tests themselves need (inputs up, results down, reference kernels' scratch).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace dualkv_test {
+
+inline void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    throw std::runtime_error(std::string(what) + " failed: " + cudaGetErrorName(status) + " (" +
+                             cudaGetErrorString(status) + ")");
+  }
+}
+
+// One cudaMalloc allocation of exactly `bytes` bytes (no rounding up, so that
+// compute-sanitizer memcheck flags any access past the end of a tensor).
+class DeviceBytes {
+ public:
+  explicit DeviceBytes(size_t bytes) : bytes_(bytes) {
+    if (bytes_ > 0) check_cuda(cudaMalloc(&data_, bytes_), "cudaMalloc");
+  }
+  ~DeviceBytes() {
+    if (data_ != nullptr) cudaFree(data_);
+  }
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+  void upload(const void* host) { check_cuda(cudaMemcpy(data_, host, bytes_, cudaMemcpyHostToDevice), "upload"); }
+  void download(void* host) const { check_cuda(cudaMemcpy(host, data_, bytes_, cudaMemcpyDeviceToHost), "download"); }
+
+ private:
+  size_t bytes_ = 0;
+  void* data_ = nullptr;
+};
+
+}  // namespace dualkv_test

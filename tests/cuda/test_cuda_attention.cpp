@@ -1,0 +1,68 @@
+// Forward and backward on the GPU over a grid of awkward shapes, both 16-bit dtypes and both
+// compiled head dims; plus the tiny problem the sanitizer runs (--gtest_filter=*Sanitizer*).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "attention_checks.h"
+
+namespace dualkv_test {
+namespace {
+
+using dualkv::DType;
+
+// P and R of 1, 17, 127, 129 and 1023; ragged responses; several groups with different P and N;
+// GQA ratios 1, 4 and 8; contiguous and strided placements.
+std::vector<AttentionCase> shape_cases() {
+  return {
+      {"P1_R1_gqa1", {{1, {1}}}, 2, 2, Placement::kContiguous},
+      {"P17_R17_1_127_gqa4_strided", {{17, {17, 1, 127}}}, 8, 2, Placement::kFusedAndHeadMajor},
+      {"P127_R129_1_gqa8", {{127, {129, 1}}}, 8, 1, Placement::kContiguous},
+      {"P129_R127_17_129_gqa1_strided", {{129, {127, 17, 129}}}, 4, 4, Placement::kFusedAndHeadMajor},
+      {"P1023_R1023_1_gqa4", {{1023, {1023, 1}}}, 4, 1, Placement::kContiguous},
+      {"P1_R1023_17_gqa8_strided", {{1, {1023, 17}}}, 8, 1, Placement::kFusedAndHeadMajor},
+      {"four_groups_ragged_gqa4_strided",
+       {{17, {1, 17}}, {129, {129, 127, 1, 5}}, {1, {17}}, {255, {64, 1, 1, 300}}},
+       8,
+       2,
+       Placement::kFusedAndHeadMajor},
+  };
+}
+
+using ShapeParam = std::tuple<AttentionCase, DType, int64_t>;
+
+std::string shape_name(const ::testing::TestParamInfo<ShapeParam>& info) {
+  const auto& [problem, dtype, head_dim] = info.param;
+  return problem.name + "_" + dualkv::dtype_name(dtype) + "_d" + std::to_string(head_dim);
+}
+
+class CudaAttention : public ::testing::TestWithParam<ShapeParam> {};
+
+TEST_P(CudaAttention, Forward) {
+  const auto& [problem, dtype, head_dim] = GetParam();
+  check_forward(problem, dtype, head_dim);
+}
+
+TEST_P(CudaAttention, Backward) {
+  const auto& [problem, dtype, head_dim] = GetParam();
+  check_backward(problem, dtype, head_dim);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
+                         ::testing::Combine(::testing::ValuesIn(shape_cases()),
+                                            ::testing::Values(DType::kFloat16, DType::kBFloat16),
+                                            ::testing::Values(int64_t{64}, int64_t{128})),
+                         shape_name);
+
+// Small enough to run under compute-sanitizer memcheck and racecheck in well under a minute;
+// every tensor in its own exactly-sized allocation so that memcheck sees any overrun.
+AttentionCase sanitizer_case() { return {"tiny", {{17, {5, 1}}, {3, {9}}}, 4, 2, Placement::kContiguous}; }
+
+TEST(CudaSanitizer, Forward) { check_forward(sanitizer_case(), DType::kFloat16, 64); }
+
+TEST(CudaSanitizer, Backward) { check_backward(sanitizer_case(), DType::kBFloat16, 128); }
+
+}  // namespace
+}  // namespace dualkv_test

@@ -1,0 +1,147 @@
+// Bad input that only the CUDA path can reject: each must be a dualkv::Error naming the
+// argument, raised before anything runs.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "attention_problem.h"
+
+namespace dualkv_test {
+namespace {
+
+using dualkv::DType;
+
+template <typename Call>
+::testing::AssertionResult error_naming(const std::string& argument, Call&& call) {
+  try {
+    call();
+  } catch (const dualkv::Error& error) {
+    if (error.argument() == argument) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "Error names '" << error.argument() << "' instead: " << error.what();
+  } catch (const std::exception& other) {
+    return ::testing::AssertionFailure() << "threw something other than dualkv::Error: " << other.what();
+  }
+  return ::testing::AssertionFailure() << "no error";
+}
+
+const BatchSpec kBatch = {{17, {5, 1}}, {3, {9}}};
+constexpr int64_t kHeads = 4;
+constexpr int64_t kKvHeads = 2;
+
+// A valid problem on the device, at a chosen head dim.
+class Problem {
+ public:
+  explicit Problem(int64_t head_dim)
+      : layout(make_layout(kBatch)),
+        host(make_host_tensors(Placement::kContiguous, DType::kFloat16, layout.total_tokens(), kHeads, kKvHeads,
+                               head_dim)),
+        device(host),
+        scale(dualkv::default_softmax_scale(head_dim)) {}
+
+  dualkv::ForwardParams forward() const { return device_forward_params(device, host, scale); }
+  dualkv::BackwardParams backward() const { return device_backward_params(device, host, scale, false); }
+
+  dualkv::Layout layout;
+  HostTensors host;
+  DeviceTensors device;
+  float scale;
+};
+
+// Device scratch far larger than any plan of kBatch needs.
+constexpr size_t kGenerousWorkspace = size_t{1} << 20;
+
+template <typename Params>
+Params with_workspace(Params params, const DeviceBytes& workspace, size_t bytes) {
+  params.options.workspace = workspace.data();
+  params.options.workspace_bytes = bytes;
+  return params;
+}
+
+TEST(CudaErrors, Float64AccumulationIsCpuOnly) {
+  const Problem problem(64);
+  const DeviceBytes workspace(kGenerousWorkspace);
+  dualkv::ForwardParams forward = with_workspace(problem.forward(), workspace, workspace.bytes());
+  dualkv::BackwardParams backward = with_workspace(problem.backward(), workspace, workspace.bytes());
+  forward.options.accumulation = dualkv::Accumulation::kFloat64;
+  backward.options.accumulation = dualkv::Accumulation::kFloat64;
+  EXPECT_TRUE(error_naming("options.accumulation", [&] { dualkv::forward(problem.layout, forward); }));
+  EXPECT_TRUE(error_naming("options.accumulation", [&] { dualkv::backward(problem.layout, backward); }));
+  EXPECT_TRUE(error_naming("options.accumulation", [&] { dualkv::forward_workspace_bytes(problem.layout, forward); }));
+  EXPECT_TRUE(
+      error_naming("options.accumulation", [&] { dualkv::backward_workspace_bytes(problem.layout, backward); }));
+}
+
+// 96 is a valid head dim (the CPU path runs it) that the CUDA path does not compile.
+TEST(CudaErrors, HeadDimNotCompiled) {
+  const Problem problem(96);
+  const DeviceBytes workspace(kGenerousWorkspace);
+  const dualkv::ForwardParams forward = with_workspace(problem.forward(), workspace, workspace.bytes());
+  const dualkv::BackwardParams backward = with_workspace(problem.backward(), workspace, workspace.bytes());
+  EXPECT_TRUE(error_naming("q.head_dim", [&] { dualkv::forward_workspace_bytes(problem.layout, forward); }));
+  EXPECT_TRUE(error_naming("q.head_dim", [&] { dualkv::backward_workspace_bytes(problem.layout, backward); }));
+  EXPECT_TRUE(error_naming("q.head_dim", [&] { dualkv::forward(problem.layout, forward); }));
+  EXPECT_TRUE(error_naming("q.head_dim", [&] { dualkv::backward(problem.layout, backward); }));
+}
+
+TEST(CudaErrors, WorkspaceTooSmall) {
+  const Problem problem(64);
+  const size_t forward_bytes = dualkv::forward_workspace_bytes(problem.layout, problem.forward());
+  const size_t backward_bytes = dualkv::backward_workspace_bytes(problem.layout, problem.backward());
+  ASSERT_GT(forward_bytes, 0u) << "the forward plan lives in the workspace";
+  ASSERT_GT(backward_bytes, 0u) << "the backward plan and dQ accumulator live in the workspace";
+  const DeviceBytes forward_workspace(forward_bytes), backward_workspace(backward_bytes);
+  const dualkv::ForwardParams forward = with_workspace(problem.forward(), forward_workspace, forward_bytes - 1);
+  const dualkv::BackwardParams backward = with_workspace(problem.backward(), backward_workspace, backward_bytes - 1);
+  EXPECT_TRUE(error_naming("options.workspace_bytes", [&] { dualkv::forward(problem.layout, forward); }));
+  EXPECT_TRUE(error_naming("options.workspace_bytes", [&] { dualkv::backward(problem.layout, backward); }));
+  EXPECT_TRUE(error_naming("options.workspace_bytes", [&] { dualkv::forward(problem.layout, problem.forward()); }));
+  EXPECT_TRUE(error_naming("options.workspace_bytes", [&] { dualkv::backward(problem.layout, problem.backward()); }));
+}
+
+// Host memory of `bytes` bytes, aligned like malloc (16 bytes on x86-64), so that only its
+// placement is wrong.
+std::vector<std::max_align_t> host_memory(size_t bytes) {
+  return std::vector<std::max_align_t>(bytes / sizeof(std::max_align_t) + 1);
+}
+
+template <typename Params>
+void point_at(Params& params, const std::string& name, void* host) {
+  auto* raw = static_cast<unsigned char*>(host);
+  if constexpr (std::is_same_v<Params, dualkv::ForwardParams>) {
+    if (name == "out") params.out.data = raw;
+    if (name == "lse") params.lse.data = reinterpret_cast<float*>(raw);
+  } else {
+    if (name == "dout") params.dout.data = raw;
+    if (name == "out") params.out.data = raw;
+    if (name == "lse") params.lse.data = reinterpret_cast<const float*>(raw);
+    if (name == "dq") params.dq.data = raw;
+    if (name == "dk") params.dk.data = raw;
+    if (name == "dv") params.dv.data = raw;
+  }
+  if (name == "q") params.q.data = raw;
+  if (name == "k") params.k.data = raw;
+  if (name == "v") params.v.data = raw;
+}
+
+TEST(CudaErrors, HostPointerDeclaredCuda) {
+  const Problem problem(64);
+  const DeviceBytes workspace(kGenerousWorkspace);
+  std::vector<std::max_align_t> host =
+      host_memory(problem.host.q.storage->bytes().size() + problem.host.lse.values.size() * sizeof(float));
+  for (const std::string name : {"q", "k", "v", "out", "lse"}) {
+    dualkv::ForwardParams forward = with_workspace(problem.forward(), workspace, workspace.bytes());
+    point_at(forward, name, host.data());
+    EXPECT_TRUE(error_naming(name + ".device", [&] { dualkv::forward(problem.layout, forward); })) << name;
+  }
+  for (const std::string name : {"dout", "q", "k", "v", "out", "lse", "dq", "dk", "dv"}) {
+    dualkv::BackwardParams backward = with_workspace(problem.backward(), workspace, workspace.bytes());
+    point_at(backward, name, host.data());
+    EXPECT_TRUE(error_naming(name + ".device", [&] { dualkv::backward(problem.layout, backward); })) << name;
+  }
+}
+
+}  // namespace
+}  // namespace dualkv_test
