@@ -1,0 +1,135 @@
+// CUDA backend of dualkv::backward: CUDA-only argument checks, the backward plan's upload into the
+// caller's workspace, and dispatch to the compiled (dtype, head_dim) sm80 kernels.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda/common/argument_checks.h"
+#include "cuda/common/device_guard.h"
+#include "cuda/common/workspace.h"
+#include "cuda/sm80/backward/launch.h"
+#include "dualkv/errors.h"
+#include "host/backend.h"
+#include "host/backward_plan.h"
+
+namespace dualkv::detail {
+namespace {
+
+constexpr int kSm80BackwardHeadDims[] = {64, 128};
+
+void check_compiled(const BackwardParams& params) {
+  check_cuda_accumulation(params.options.accumulation);
+  check_compiled_dtype(params.q.dtype, "q.dtype");
+  check_compiled_head_dim(params.q.head_dim, kSm80BackwardHeadDims, "q.head_dim");
+}
+
+BackwardWorkspace plan_workspace(const Layout& layout, const BackwardParams& params) {
+  return plan_backward_workspace(layout, params.q.heads, params.q.head_dim, params.deterministic);
+}
+
+void check_one_launch(int64_t tiles, int64_t heads, const char* what) {
+  if (tiles * heads > std::numeric_limits<int32_t>::max()) {
+    throw Error("layout", std::string(what) + " (" + std::to_string(tiles) + ") x heads (" +
+                              std::to_string(heads) + ") exceed one CUDA launch (2^31 - 1 CTAs)");
+  }
+}
+
+template <typename Pointer>
+sm80::TokenHeadView<Pointer> view_of(const TokenHeadTensor<Pointer>& t) {
+  return {t.data, t.token_stride, t.head_stride};
+}
+
+template <DType kDType>
+void run_for_head_dim(int64_t head_dim, const sm80::BackwardParams& kernel_params) {
+  static_assert(sizeof(kSm80BackwardHeadDims) / sizeof(int) == 2, "add the new head_dim here");
+  switch (head_dim) {
+    case 64: return sm80::run_backward<kDType, 64>(kernel_params);
+    case 128: return sm80::run_backward<kDType, 128>(kernel_params);
+    default: check_compiled_head_dim(head_dim, kSm80BackwardHeadDims, "q.head_dim");
+  }
+}
+
+}  // namespace
+
+size_t cuda_backward_workspace_bytes(const Layout& layout, const BackwardParams& params) {
+  check_compiled(params);
+  return workspace_bytes_for(plan_workspace(layout, params).total_bytes);
+}
+
+void cuda_backward(const Layout& layout, const BackwardParams& params) {
+  check_compiled(params);
+  const BackwardParams& p = params;
+  const int device = p.q.device.index;
+  check_device_pointer(p.dout.data, p.dout.device, "dout");
+  check_device_pointer(p.q.data, p.q.device, "q");
+  check_device_pointer(p.k.data, p.k.device, "k");
+  check_device_pointer(p.v.data, p.v.device, "v");
+  check_device_pointer(p.out.data, p.out.device, "out");
+  check_device_pointer(p.lse.data, p.lse.device, "lse");
+  check_device_pointer(p.dq.data, p.dq.device, "dq");
+  check_device_pointer(p.dk.data, p.dk.device, "dk");
+  check_device_pointer(p.dv.data, p.dv.device, "dv");
+  check_vector_aligned(p.dout, "dout");
+  check_vector_aligned(p.q, "q");
+  check_vector_aligned(p.k, "k");
+  check_vector_aligned(p.v, "v");
+  check_vector_aligned(p.out, "out");
+  check_vector_aligned(p.dq, "dq");
+  check_vector_aligned(p.dk, "dk");
+  check_vector_aligned(p.dv, "dv");
+
+  const BackwardTileShape& shape = *find_backward_tile_shape(p.q.head_dim);
+  const BackwardWorkspace ws = plan_workspace(layout, p);
+  const std::vector<TileWork> key_tiles = plan_key_tiles(layout, shape.key_block, shape.query_block);
+  const std::vector<TileWork> query_tiles =
+      p.deterministic ? plan_query_tiles(layout, shape.dq_query_block) : std::vector<TileWork>{};
+  check_one_launch(ws.num_key_tiles, p.k.heads, "key tiles");
+  check_one_launch(ws.num_query_tiles, p.q.heads, "query tiles");
+
+  DeviceGuard guard(device);
+  auto* base = static_cast<char*>(aligned_workspace(p.options, device, ws.total_bytes));
+  const std::vector<int32_t>& cu_seqlens = layout.cu_seqlens();
+  upload_async(base + ws.cu_seqlens_offset, cu_seqlens.data(), cu_seqlens.size() * sizeof(int32_t),
+               p.options);
+  upload_async(base + ws.key_tiles_offset, key_tiles.data(), key_tiles.size() * sizeof(TileWork),
+               p.options);
+  if (p.deterministic) {
+    upload_async(base + ws.query_tiles_offset, query_tiles.data(),
+                 query_tiles.size() * sizeof(TileWork), p.options);
+  }
+
+  sm80::BackwardParams k{};
+  k.dout = view_of(p.dout);
+  k.q = view_of(p.q);
+  k.k = view_of(p.k);
+  k.v = view_of(p.v);
+  k.out = view_of(p.out);
+  k.dq = view_of(p.dq);
+  k.dk = view_of(p.dk);
+  k.dv = view_of(p.dv);
+  k.lse = p.lse.data;
+  k.lse_head_stride = p.lse.head_stride;
+  k.delta = reinterpret_cast<float*>(base + ws.delta_offset);
+  k.dq_accum = ws.has_dq_accum ? reinterpret_cast<float*>(base + ws.dq_accum_offset) : nullptr;
+  k.cu_seqlens = reinterpret_cast<const int32_t*>(base + ws.cu_seqlens_offset);
+  k.key_tiles = reinterpret_cast<const TileWork*>(base + ws.key_tiles_offset);
+  k.query_tiles = reinterpret_cast<const TileWork*>(base + ws.query_tiles_offset);
+  k.num_key_tiles = static_cast<int>(ws.num_key_tiles);
+  k.num_query_tiles = static_cast<int>(ws.num_query_tiles);
+  k.tokens = layout.total_tokens();
+  k.heads = static_cast<int>(p.q.heads);
+  k.kv_heads = static_cast<int>(p.k.heads);
+  k.softmax_scale = p.softmax_scale;
+  k.stream = p.options.stream;
+
+  if (p.q.dtype == DType::kFloat16) {
+    run_for_head_dim<DType::kFloat16>(p.q.head_dim, k);
+  } else {
+    run_for_head_dim<DType::kBFloat16>(p.q.head_dim, k);
+  }
+}
+
+}  // namespace dualkv::detail

@@ -1,0 +1,37 @@
+// Arguments of the sm80 backward kernels, filled by the host launcher (backward_dispatch.cpp).
+// All pointers are device pointers; strides are in elements.
+#pragma once
+
+#include <cstdint>
+
+#include "host/backward_plan.h"
+
+namespace dualkv::sm80 {
+
+template <typename Pointer>
+struct TokenHeadView {
+  Pointer data;
+  int64_t token_stride;
+  int64_t head_stride;
+};
+
+struct BackwardParams {
+  TokenHeadView<const void*> q, k, v, out, dout;
+  TokenHeadView<void*> dq, dk, dv;
+  const float* lse;  // (H, T)
+  int64_t lse_head_stride;
+  float* delta;     // (H, T) contiguous, written by the preprocess kernel
+  float* dq_accum;  // (T, H, d) contiguous fp32; nullptr when deterministic
+  const int32_t* cu_seqlens;
+  const detail::TileWork* key_tiles;
+  const detail::TileWork* query_tiles;  // deterministic only
+  int num_key_tiles;
+  int num_query_tiles;
+  int tokens;
+  int heads;
+  int kv_heads;
+  float softmax_scale;
+  void* stream;  // cudaStream_t
+};
+
+}  // namespace dualkv::sm80

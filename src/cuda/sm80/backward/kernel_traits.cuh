@@ -1,0 +1,98 @@
+// Compile-time configuration of the sm80 backward kernels: MMA atoms, tiled MMAs, shared-memory
+// layouts and copy atoms for one (element type, head_dim) pair. Tile sizes come from the host
+// plan's table (host/backward_plan.h) so the host and the kernels cannot disagree.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
+
+#include <type_traits>
+
+#include "host/backward_plan.h"
+
+namespace dualkv::sm80 {
+
+using namespace cute;
+
+// exp(x) = exp2(x * log2(e)): the softmax runs on exp2, one FFMA per element.
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <typename Element>
+using Sm80MmaAtom = std::conditional_t<std::is_same_v<Element, cutlass::half_t>,
+                                       MMA_Atom<SM80_16x8x16_F32F16F16F32_TN>,
+                                       MMA_Atom<SM80_16x8x16_F32BF16BF16F32_TN>>;
+
+// Row-major (rows, head_dim) tile of 16-bit elements, swizzled so that ldmatrix of 8 rows x 16
+// bytes touches 8 distinct bank groups (rows are 128 bytes apart in the 64-column atom).
+template <int kRows, int kCols>
+using SwizzledRowMajor = decltype(tile_to_shape(
+    composition(Swizzle<3, 3, 3>{}, cute::Layout<Shape<_8, _64>, Stride<_64, _1>>{}),
+    Shape<Int<kRows>, Int<kCols>>{}));
+
+// The (kCols, kRows) view of a (kRows, kCols) shared-memory layout: element (c, r) is (r, c).
+template <typename RowLayout, int kRows, int kCols>
+using TransposedView = decltype(composition(
+    RowLayout{}, make_layout(Shape<Int<kCols>, Int<kRows>>{}, GenRowMajor{})));
+
+// Global -> shared copy of (rows, kHeadDim) tiles: 16-byte cp.async, kHeadDim / 8 threads per row.
+template <typename Element, int kThreads, int kHeadDim>
+using RowTileCopy = decltype(make_tiled_copy(
+    Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>, Element>{},
+    cute::Layout<Shape<Int<kThreads / (kHeadDim / 8)>, Int<kHeadDim / 8>>,
+           Stride<Int<kHeadDim / 8>, _1>>{},
+    cute::Layout<Shape<_1, _8>>{}));
+
+template <typename Element_, int kHeadDim_>
+struct BackwardTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr detail::BackwardTileShape kShape = *detail::find_backward_tile_shape(kHeadDim);
+  static_assert(kHeadDim % 64 == 0, "the swizzle atom spans 64 columns");
+
+  using MmaAtom = Sm80MmaAtom<Element>;
+  using LoadA = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
+  using LoadTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
+  using StorePair = Copy_Atom<AutoVectorizingCopyWithAssumedAlignment<32>, Element>;
+
+  // ---- KV-major kernel (dK, dV, and atomic dQ) ----
+  static constexpr int kKeyBlock = kShape.key_block;
+  static constexpr int kQueryBlock = kShape.query_block;
+  static constexpr int kKvWarps = kKeyBlock / 16;
+  static constexpr int kKvThreads = kKvWarps * 32;
+  // S^T, dP^T, dV, dK: warps stacked along the key rows, so each warp's P^T and dS^T rows are
+  // exactly the A-operand rows it needs for dV and dK (no shared-memory round trip).
+  using KvMma = TiledMMA<MmaAtom, cute::Layout<Shape<Int<kKvWarps>, _1, _1>>,
+                         Tile<Int<16 * kKvWarps>, _16, _16>>;
+  // dQ = dS K: (kQueryBlock x kHeadDim) over the same threads.
+  static constexpr int kDqWarpsM = kQueryBlock / 16;
+  static constexpr int kDqWarpsN = kKvWarps / kDqWarpsM;
+  using KvDqMma = TiledMMA<MmaAtom, cute::Layout<Shape<Int<kDqWarpsM>, Int<kDqWarpsN>, _1>>,
+                           Tile<Int<16 * kDqWarpsM>, Int<16 * kDqWarpsN>, _16>>;
+
+  using SmemKey = SwizzledRowMajor<kKeyBlock, kHeadDim>;
+  using SmemKeyT = TransposedView<SmemKey, kKeyBlock, kHeadDim>;
+  using SmemQuery = SwizzledRowMajor<kQueryBlock, kHeadDim>;
+  using SmemQueryT = TransposedView<SmemQuery, kQueryBlock, kHeadDim>;
+  // dS^T is stored (key, query); the dQ GEMM reads it as (query, key).
+  using SmemDsT = SwizzledRowMajor<kKeyBlock, kQueryBlock>;
+  using SmemDs = TransposedView<SmemDsT, kKeyBlock, kQueryBlock>;
+  using KvTileCopy = RowTileCopy<Element, kKvThreads, kHeadDim>;
+
+  // ---- deterministic dQ kernel ----
+  static constexpr int kDqQueryBlock = kShape.dq_query_block;
+  static constexpr int kDqKeyBlock = kShape.dq_key_block;
+  static constexpr int kDqWarps = kDqQueryBlock / 16;
+  static constexpr int kDqThreads = kDqWarps * 32;
+  using DqMma = TiledMMA<MmaAtom, cute::Layout<Shape<Int<kDqWarps>, _1, _1>>,
+                         Tile<Int<16 * kDqWarps>, _16, _16>>;
+  using DqSmemQuery = SwizzledRowMajor<kDqQueryBlock, kHeadDim>;
+  using DqSmemKey = SwizzledRowMajor<kDqKeyBlock, kHeadDim>;
+  using DqSmemKeyT = TransposedView<DqSmemKey, kDqKeyBlock, kHeadDim>;
+  using DqTileCopy = RowTileCopy<Element, kDqThreads, kHeadDim>;
+
+  static_assert(kKeyBlock % kQueryBlock == 0, "query tiles must align with key tiles");
+  static_assert(kKvWarps % kDqWarpsM == 0, "dQ warp grid must use every warp");
+  static_assert(kQueryBlock % 16 == 0 && kDqKeyBlock % 16 == 0, "MMA K is 16");
+};
+
+}  // namespace dualkv::sm80

@@ -1,0 +1,281 @@
+// KV-major backward kernel (sm80+): dK and dV of one key tile of one KV head, and (atomic mode)
+// that tile's contribution to dQ.
+//
+// Work item: blockIdx.x = key tile * Hk + kv head, key tiles heaviest first (host plan). The CTA
+// walks every (query tile, query head) pair that sees the key tile -- prompt key tile: the
+// prompt's query tiles from the key tile on, then every response's query tiles; response key
+// tile: its own response's query tiles from the key tile on -- so dK and dV live in fp32
+// registers for the whole walk: no expanded GQA buffers and no dK/dV atomics.
+//
+// Warp roles: kKvWarps warps (kKeyBlock / 16), each owns 16 key rows of S^T = K Q^T,
+// dP^T = V dO^T, dV += P^T dO and dK += dS^T Q; P^T and dS^T feed the last two GEMMs straight
+// from registers. The dQ GEMM (dQ = dS K, atomic mode) uses a (query x head_dim) warp grid and
+// reads dS from shared memory.
+//
+// Pipeline: K, V are loaded once; Q, dO, LSE and D of the next (query tile, head) are fetched
+// with cp.async into the other of two stages while the current one is computed.
+//
+// Shared memory: K, V [kKeyBlock x d]; Q, dO [2 stages][kQueryBlock x d]; dS^T
+// [kKeyBlock x kQueryBlock] (atomic mode only); LSE, D [2 stages][kQueryBlock] fp32. 16-bit tiles
+// use the 8x64 Swizzle<3,3,3> atom.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "cuda/sm80/backward/kernel_params.h"
+#include "cuda/sm80/backward/kernel_traits.cuh"
+#include "cuda/sm80/backward/mma_helpers.cuh"
+#include "cuda/sm80/backward/tile_copy.cuh"
+
+namespace dualkv::sm80 {
+
+using namespace cute;
+
+template <typename Traits, bool kAccumulateDq>
+struct KvSharedStorage {
+  using Element = typename Traits::Element;
+  static constexpr int kKeyElems = Traits::kKeyBlock * Traits::kHeadDim;
+  static constexpr int kQueryElems = Traits::kQueryBlock * Traits::kHeadDim;
+  alignas(128) Element k[kKeyElems];
+  alignas(128) Element v[kKeyElems];
+  alignas(128) Element q[2][kQueryElems];
+  alignas(128) Element dout[2][kQueryElems];
+  alignas(128) Element ds[kAccumulateDq ? Traits::kKeyBlock * Traits::kQueryBlock : 8];
+  alignas(16) float lse[2][Traits::kQueryBlock];
+  alignas(16) float delta[2][Traits::kQueryBlock];
+};
+
+// One (query tile, query head) step of a key tile's walk. Segments of a group are contiguous, so
+// moving to the next segment starts where the previous one ended.
+struct QueryStep {
+  int segment;
+  int begin;        // first query of the tile
+  int segment_end;  // end of the tile's segment: rows at or past it are not queries of the tile
+  int head;
+};
+
+struct QueryWalk {
+  const int32_t* cu_seqlens;
+  int end_segment;  // one past the last segment walked
+  int first_head;
+  int end_head;
+  int block;
+
+  __device__ bool done(const QueryStep& step) const { return step.segment >= end_segment; }
+
+  __device__ void advance(QueryStep& step) const {
+    if (++step.head < end_head) return;
+    step.head = first_head;
+    step.begin += block;
+    if (step.begin < step.segment_end) return;
+    ++step.segment;
+    step.begin = step.segment_end;
+    if (step.segment < end_segment) step.segment_end = cu_seqlens[step.segment + 1];
+  }
+};
+
+template <typename Traits, bool kAccumulateDq>
+__global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(const BackwardParams p) {
+  using Element = typename Traits::Element;
+  constexpr int kN = Traits::kKeyBlock;
+  constexpr int kM = Traits::kQueryBlock;
+  constexpr int kD = Traits::kHeadDim;
+  using Storage = KvSharedStorage<Traits, kAccumulateDq>;
+  extern __shared__ __align__(128) unsigned char shared_bytes[];
+  Storage& smem = *reinterpret_cast<Storage*>(shared_bytes);
+  const int tid = threadIdx.x;
+
+  // ---- work item ----
+  const int kv_head = blockIdx.x % p.kv_heads;
+  const detail::TileWork tile = p.key_tiles[blockIdx.x / p.kv_heads];
+  const int key_begin = tile.begin;
+  const int key_segment_begin = p.cu_seqlens[tile.segment];
+  const int key_segment_end = p.cu_seqlens[tile.segment + 1];
+  const int key_rows = min(kN, key_segment_end - key_begin);
+  const int heads_per_kv = p.heads / p.kv_heads;
+
+  const QueryWalk walk{p.cu_seqlens,
+                       tile.segment == tile.prompt_segment ? tile.group_end_segment
+                                                           : tile.segment + 1,
+                       kv_head * heads_per_kv, (kv_head + 1) * heads_per_kv, kM};
+  QueryStep step{tile.segment, key_segment_begin + (key_begin - key_segment_begin) / kM * kM,
+                 key_segment_end, walk.first_head};
+
+  // ---- loads ----
+  typename Traits::KvTileCopy tile_copy;
+  const auto* k_base = static_cast<const Element*>(p.k.data) + key_begin * p.k.token_stride +
+                       kv_head * p.k.head_stride;
+  const auto* v_base = static_cast<const Element*>(p.v.data) + key_begin * p.v.token_stride +
+                       kv_head * p.v.head_stride;
+  Tensor sK = make_tensor(make_smem_ptr(smem.k), typename Traits::SmemKey{});
+  Tensor sV = make_tensor(make_smem_ptr(smem.v), typename Traits::SmemKey{});
+  copy_rows_async(tile_copy, global_rows<kN, kD>(k_base, p.k.token_stride), sK, key_rows);
+  copy_rows_async(tile_copy, global_rows<kN, kD>(v_base, p.v.token_stride), sV, key_rows);
+  cp_async_fence();
+
+  auto load_step = [&](const QueryStep& s, int stage) {
+    const int rows = s.segment_end - s.begin;
+    const auto* q_base = static_cast<const Element*>(p.q.data) + int64_t{s.begin} * p.q.token_stride +
+                         s.head * p.q.head_stride;
+    const auto* do_base = static_cast<const Element*>(p.dout.data) +
+                          int64_t{s.begin} * p.dout.token_stride + s.head * p.dout.head_stride;
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q[stage]), typename Traits::SmemQuery{});
+    Tensor sdO = make_tensor(make_smem_ptr(smem.dout[stage]), typename Traits::SmemQuery{});
+    copy_rows_async(tile_copy, global_rows<kM, kD>(q_base, p.q.token_stride), sQ, rows);
+    copy_rows_async(tile_copy, global_rows<kM, kD>(do_base, p.dout.token_stride), sdO, rows);
+    if (tid < kM) {
+      const float* lse = p.lse + s.head * p.lse_head_stride + s.begin + tid;
+      copy_float_async(&smem.lse[stage][tid], tid < rows ? lse : p.lse, tid < rows);
+    } else if (tid < 2 * kM) {
+      const int row = tid - kM;
+      const float* delta = p.delta + int64_t{s.head} * p.tokens + s.begin + row;
+      copy_float_async(&smem.delta[stage][row], row < rows ? delta : p.delta, row < rows);
+    }
+  };
+
+  // ---- MMA setup ----
+  typename Traits::KvMma mma;
+  auto thr_mma = mma.get_thread_slice(tid);
+  auto load_a = make_tiled_copy_A(typename Traits::LoadA{}, mma);
+  auto load_b = make_tiled_copy_B(typename Traits::LoadA{}, mma);
+  auto load_b_transposed = make_tiled_copy_B(typename Traits::LoadTransposed{}, mma);
+
+  Tensor tSsK = load_a.get_thread_slice(tid).partition_S(sK);
+  Tensor tSsV = load_a.get_thread_slice(tid).partition_S(sV);
+  Tensor tSrK = thr_mma.partition_fragment_A(sK);
+  Tensor tSrV = thr_mma.partition_fragment_A(sV);
+
+  Tensor acc_dk = partition_fragment_C(mma, Shape<Int<kN>, Int<kD>>{});
+  Tensor acc_dv = partition_fragment_C(mma, Shape<Int<kN>, Int<kD>>{});
+  clear(acc_dk);
+  clear(acc_dv);
+  Tensor score_coords = thr_mma.partition_C(make_identity_tensor(Shape<Int<kN>, Int<kM>>{}));
+
+  const float scale_log2 = p.softmax_scale * kLog2e;
+  int stage = 0;
+  load_step(step, stage);
+  cp_async_fence();
+
+  while (true) {
+    QueryStep next = step;
+    walk.advance(next);
+    const bool has_next = !walk.done(next);
+    if (has_next) load_step(next, stage ^ 1);
+    cp_async_fence();
+    cp_async_wait<1>();
+    __syncthreads();
+
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q[stage]), typename Traits::SmemQuery{});
+    Tensor sdO = make_tensor(make_smem_ptr(smem.dout[stage]), typename Traits::SmemQuery{});
+    Tensor sQt = make_tensor(make_smem_ptr(smem.q[stage]), typename Traits::SmemQueryT{});
+    Tensor sdOt = make_tensor(make_smem_ptr(smem.dout[stage]), typename Traits::SmemQueryT{});
+    Tensor sQtFlat =
+        make_tensor(make_smem_ptr(smem.q[stage]), get_nonswizzle_portion(typename Traits::SmemQueryT{}));
+
+    // S^T = K Q^T and dP^T = V dO^T, (key, query).
+    Tensor acc_s = partition_fragment_C(mma, Shape<Int<kN>, Int<kM>>{});
+    Tensor acc_dp = partition_fragment_C(mma, Shape<Int<kN>, Int<kM>>{});
+    clear(acc_s);
+    clear(acc_dp);
+    {
+      Tensor tSrQ = thr_mma.partition_fragment_B(sQ);
+      Tensor tSsQ = load_b.get_thread_slice(tid).partition_S(sQ);
+      gemm_smem_smem(mma, acc_s, tSrK, tSrQ, tSsK, tSsQ, load_a, load_b);
+      Tensor tSsdO = load_b.get_thread_slice(tid).partition_S(sdO);
+      gemm_smem_smem(mma, acc_dp, tSrV, tSrQ, tSsV, tSsdO, load_a, load_b);
+    }
+
+    // P^T = exp(scale * S^T - LSE) and dS^T = P^T * (dP^T - D), masked. The causal mask applies
+    // when the query tile is in the key tile's own segment.
+    const bool causal = step.segment == tile.segment;
+    const int query_rows = step.segment_end - step.begin;
+    const bool needs_mask =
+        (causal && step.begin < key_begin + key_rows - 1) || query_rows < kM || key_rows < kN;
+    const float* lse = smem.lse[stage];
+    const float* delta = smem.delta[stage];
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_s); ++i) {
+      const int n = get<0>(score_coords(i));
+      const int m = get<1>(score_coords(i));
+      const bool visible =
+          !needs_mask ||
+          (n < key_rows && m < query_rows && (!causal || key_begin + n <= step.begin + m));
+      const float prob = visible ? exp2f(acc_s(i) * scale_log2 - lse[m] * kLog2e) : 0.f;
+      acc_dp(i) = visible ? prob * (acc_dp(i) - delta[m]) : 0.f;
+      acc_s(i) = prob;
+    }
+    Tensor p_t = convert_fragment<Element>(acc_s);
+    Tensor ds_t = convert_fragment<Element>(acc_dp);
+    Tensor p_t_a = make_tensor(p_t.data(), accumulator_as_a_operand(p_t.layout()));
+    Tensor ds_t_a = make_tensor(ds_t.data(), accumulator_as_a_operand(ds_t.layout()));
+
+    // dV += P^T dO and dK += dS^T Q, B operands read transposed from the (query, d) tiles.
+    {
+      Tensor tBr = thr_mma.partition_fragment_B(sQtFlat);
+      Tensor tBsdO = load_b_transposed.get_thread_slice(tid).partition_S(sdOt);
+      gemm_reg_smem(mma, acc_dv, p_t_a, tBr, tBsdO, load_b_transposed);
+      Tensor tBsQ = load_b_transposed.get_thread_slice(tid).partition_S(sQt);
+      gemm_reg_smem(mma, acc_dk, ds_t_a, tBr, tBsQ, load_b_transposed);
+    }
+
+    if constexpr (kAccumulateDq) {
+      // dQ += scale * dS K: dS^T goes through shared memory to reach the (query, d) warp grid.
+      auto store_ds = make_tiled_copy_C(typename Traits::StorePair{}, mma);
+      auto thr_store = store_ds.get_thread_slice(tid);
+      Tensor sdsT = make_tensor(make_smem_ptr(smem.ds), typename Traits::SmemDsT{});
+      copy(store_ds, thr_store.retile_S(ds_t), thr_store.partition_D(sdsT));
+      __syncthreads();
+
+      typename Traits::KvDqMma dq_mma;
+      auto thr_dq = dq_mma.get_thread_slice(tid);
+      auto load_a_transposed = make_tiled_copy_A(typename Traits::LoadTransposed{}, dq_mma);
+      auto load_b_dq = make_tiled_copy_B(typename Traits::LoadTransposed{}, dq_mma);
+      Tensor sds = make_tensor(make_smem_ptr(smem.ds), typename Traits::SmemDs{});
+      Tensor sdsFlat =
+          make_tensor(make_smem_ptr(smem.ds), get_nonswizzle_portion(typename Traits::SmemDs{}));
+      Tensor sKt = make_tensor(make_smem_ptr(smem.k), typename Traits::SmemKeyT{});
+      Tensor sKtFlat =
+          make_tensor(make_smem_ptr(smem.k), get_nonswizzle_portion(typename Traits::SmemKeyT{}));
+      Tensor acc_dq = partition_fragment_C(dq_mma, Shape<Int<kM>, Int<kD>>{});
+      clear(acc_dq);
+      Tensor tArds = thr_dq.partition_fragment_A(sdsFlat);
+      Tensor tBrK = thr_dq.partition_fragment_B(sKtFlat);
+      gemm_smem_smem(dq_mma, acc_dq, tArds, tBrK,
+                     load_a_transposed.get_thread_slice(tid).partition_S(sds),
+                     load_b_dq.get_thread_slice(tid).partition_S(sKt), load_a_transposed,
+                     load_b_dq);
+      Tensor dq_coords = thr_dq.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kD>>{}));
+      float* dq_rows = p.dq_accum + (int64_t{step.begin} * p.heads + step.head) * kD;
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_dq); ++i) {
+        const int m = get<0>(dq_coords(i));
+        if (m < query_rows) {
+          atomicAdd(dq_rows + int64_t{m} * p.heads * kD + get<1>(dq_coords(i)),
+                    acc_dq(i) * p.softmax_scale);
+        }
+      }
+    }
+    __syncthreads();  // the next step's prefetch overwrites this stage (and dS)
+    if (!has_next) break;
+    step = next;
+    stage ^= 1;
+  }
+
+  // ---- epilogue: dK = scale * sum dS^T Q, dV = sum P^T dO ----
+  Tensor out_coords = thr_mma.partition_C(make_identity_tensor(Shape<Int<kN>, Int<kD>>{}));
+  auto* dk = static_cast<Element*>(p.dk.data) + key_begin * p.dk.token_stride +
+             kv_head * p.dk.head_stride;
+  auto* dv = static_cast<Element*>(p.dv.data) + key_begin * p.dv.token_stride +
+             kv_head * p.dv.head_stride;
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc_dk); ++i) {
+    const int n = get<0>(out_coords(i));
+    const int c = get<1>(out_coords(i));
+    if (n < key_rows) {
+      dk[n * p.dk.token_stride + c] = static_cast<Element>(acc_dk(i) * p.softmax_scale);
+      dv[n * p.dv.token_stride + c] = static_cast<Element>(acc_dv(i));
+    }
+  }
+}
+
+}  // namespace dualkv::sm80

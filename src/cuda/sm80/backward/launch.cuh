@@ -1,0 +1,59 @@
+// Host-side launch sequence of the sm80 backward (included by the instantiation units only).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/dtype_traits.cuh"
+#include "cuda/sm80/backward/dq_kernel.cuh"
+#include "cuda/sm80/backward/kv_kernel.cuh"
+#include "cuda/sm80/backward/launch.h"
+#include "cuda/sm80/backward/preprocess_kernel.cuh"
+
+namespace dualkv::sm80 {
+
+template <typename Kernel>
+void launch_with_shared_memory(Kernel kernel, const char* name, int blocks, int threads,
+                               size_t shared_bytes, cudaStream_t stream,
+                               const BackwardParams& params) {
+  if (blocks == 0) return;
+  detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(shared_bytes)),
+                     name);
+  kernel<<<blocks, threads, shared_bytes, stream>>>(params);
+  detail::check_launch(name);
+}
+
+template <DType kDType, int kHeadDim>
+void run_backward(const BackwardParams& params) {
+  using Element = detail::CudaElementT<kDType>;
+  using Traits = BackwardTraits<Element, kHeadDim>;
+  using Chunks = RowChunks<Element, kHeadDim>;
+  auto stream = static_cast<cudaStream_t>(params.stream);
+  const bool accumulate_dq = params.dq_accum != nullptr;
+
+  const int64_t rows = int64_t{params.tokens} * params.heads;
+  const auto row_blocks = static_cast<int>((rows + Chunks::kRowsPerBlock - 1) / Chunks::kRowsPerBlock);
+  backward_preprocess_kernel<Element, kHeadDim><<<row_blocks, Chunks::kThreads, 0, stream>>>(params);
+  detail::check_launch("backward_preprocess_kernel");
+
+  const int kv_blocks = params.num_key_tiles * params.kv_heads;
+  if (accumulate_dq) {
+    launch_with_shared_memory(backward_kv_kernel<Traits, true>, "backward_kv_kernel", kv_blocks,
+                              Traits::kKvThreads, sizeof(KvSharedStorage<Traits, true>), stream,
+                              params);
+    backward_dq_convert_kernel<Element, kHeadDim><<<row_blocks, Chunks::kThreads, 0, stream>>>(params);
+    detail::check_launch("backward_dq_convert_kernel");
+  } else {
+    launch_with_shared_memory(backward_kv_kernel<Traits, false>, "backward_kv_kernel", kv_blocks,
+                              Traits::kKvThreads, sizeof(KvSharedStorage<Traits, false>), stream,
+                              params);
+    launch_with_shared_memory(backward_dq_kernel<Traits>, "backward_dq_kernel",
+                              params.num_query_tiles * params.heads, Traits::kDqThreads,
+                              sizeof(DqSharedStorage<Traits>), stream, params);
+  }
+}
+
+}  // namespace dualkv::sm80

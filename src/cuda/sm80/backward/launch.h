@@ -1,0 +1,16 @@
+// Entry point of the sm80 backward for one compiled (dtype, head_dim); instantiated in
+// src/cuda/backward_<dtype>_d<head_dim>.cu.
+#pragma once
+
+#include "cuda/sm80/backward/kernel_params.h"
+#include "dualkv/tensor.h"
+
+namespace dualkv::sm80 {
+
+// Runs preprocess, the KV-major kernel, and then either the dQ conversion (atomic mode, when
+// params.dq_accum is set) or the query-major dQ kernel (deterministic mode), on params.stream.
+// Throws dualkv::RuntimeError if a launch fails.
+template <DType kDType, int kHeadDim>
+void run_backward(const BackwardParams& params);
+
+}  // namespace dualkv::sm80

@@ -1,0 +1,83 @@
+// Backward pre-pass: D = rowsum(dO * O) per (query, head) in fp32, and zeroing of the fp32 dQ
+// accumulator when dQ is accumulated with atomics.
+//
+// Warp roles: none; each group of kHeadDim / 8 consecutive threads owns one (token, head) row,
+// 8 elements (16 bytes) per thread, reduced with shuffles. No shared memory, no pipeline.
+#pragma once
+
+#include <cutlass/array.h>
+#include <cutlass/numeric_types.h>
+
+#include <cstdint>
+
+#include "cuda/sm80/backward/kernel_params.h"
+
+namespace dualkv::sm80 {
+
+template <typename Element, int kHeadDim>
+struct RowChunks {
+  static constexpr int kPerRow = kHeadDim / 8;  // 16-byte chunks per row
+  static constexpr int kThreads = 256;
+  static constexpr int kRowsPerBlock = kThreads / kPerRow;
+};
+
+template <typename Element, int kHeadDim>
+__global__ void __launch_bounds__(256) backward_preprocess_kernel(const BackwardParams p) {
+  using Chunks = RowChunks<Element, kHeadDim>;
+  using Vector = cutlass::Array<Element, 8>;
+  const int64_t row = int64_t{blockIdx.x} * Chunks::kRowsPerBlock + threadIdx.x / Chunks::kPerRow;
+  const int chunk = threadIdx.x % Chunks::kPerRow;
+  // Threads past the last row still join the shuffles (full-warp masks) but touch no memory.
+  const bool active = row < int64_t{p.tokens} * p.heads;
+  const int64_t token = active ? row / p.heads : 0;
+  const int head = active ? static_cast<int>(row % p.heads) : 0;
+
+  float sum = 0.f;
+  if (active) {
+    const auto* dout = static_cast<const Element*>(p.dout.data) + token * p.dout.token_stride +
+                       head * p.dout.head_stride + chunk * 8;
+    const auto* out = static_cast<const Element*>(p.out.data) + token * p.out.token_stride +
+                      head * p.out.head_stride + chunk * 8;
+    const Vector dout_chunk = *reinterpret_cast<const Vector*>(dout);
+    const Vector out_chunk = *reinterpret_cast<const Vector*>(out);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < 8; ++i) {
+      sum += static_cast<float>(dout_chunk[i]) * static_cast<float>(out_chunk[i]);
+    }
+  }
+  CUTLASS_PRAGMA_UNROLL
+  for (int offset = Chunks::kPerRow / 2; offset > 0; offset /= 2) {
+    sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  }
+  if (!active) return;
+  if (chunk == 0) p.delta[head * int64_t{p.tokens} + token] = sum;
+  if (p.dq_accum != nullptr) {
+    auto* accum = reinterpret_cast<float4*>(p.dq_accum + row * kHeadDim + chunk * 8);
+    accum[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+    accum[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
+// Post-pass of the atomic mode: dq = dq_accum (already scaled) in dq's dtype and strides.
+template <typename Element, int kHeadDim>
+__global__ void __launch_bounds__(256) backward_dq_convert_kernel(const BackwardParams p) {
+  using Chunks = RowChunks<Element, kHeadDim>;
+  using Vector = cutlass::Array<Element, 8>;
+  const int64_t row = int64_t{blockIdx.x} * Chunks::kRowsPerBlock + threadIdx.x / Chunks::kPerRow;
+  const int chunk = threadIdx.x % Chunks::kPerRow;
+  if (row >= int64_t{p.tokens} * p.heads) return;
+  const int64_t token = row / p.heads;
+  const int head = static_cast<int>(row % p.heads);
+  const auto* accum = reinterpret_cast<const float4*>(p.dq_accum + row * kHeadDim + chunk * 8);
+  const float4 low = accum[0];
+  const float4 high = accum[1];
+  const float values[8] = {low.x, low.y, low.z, low.w, high.x, high.y, high.z, high.w};
+  Vector converted;
+  CUTLASS_PRAGMA_UNROLL
+  for (int i = 0; i < 8; ++i) converted[i] = static_cast<Element>(values[i]);
+  auto* dq = static_cast<Element*>(p.dq.data) + token * p.dq.token_stride +
+             head * p.dq.head_stride + chunk * 8;
+  *reinterpret_cast<Vector*>(dq) = converted;
+}
+
+}  // namespace dualkv::sm80
