@@ -22,3 +22,30 @@ from ._layout import Layout  # noqa: E402
 cuda_compiled = _C.cuda_compiled
 
 __all__ = ["Layout", "attention", "attention_with_lse", "cuda_compiled"]
+
+# Training-side pieces: packing, log-probs, losses (`import dualkv.transformers` separately: it
+# imports transformers and registers attn_implementation="dualkv").
+from . import losses  # noqa: E402
+from .logprobs import response_logprobs, response_logprobs_from_hidden  # noqa: E402
+from .packing import (  # noqa: E402
+    PackedBatch,
+    RowMap,
+    pack,
+    pack_rows,
+    rows_to_responses,
+    unpack_to_rows,
+    unpack_tokens_to_rows,
+)
+
+__all__ += [
+    "losses",
+    "response_logprobs",
+    "response_logprobs_from_hidden",
+    "PackedBatch",
+    "RowMap",
+    "pack",
+    "pack_rows",
+    "rows_to_responses",
+    "unpack_to_rows",
+    "unpack_tokens_to_rows",
+]
