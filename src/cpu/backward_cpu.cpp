@@ -6,8 +6,9 @@
 // them, Q, dO, LSE and D are staged once (staged_head.h). Inside a kv head two kinds of items run
 // in one parallel list, heaviest first:
 //   - dQ items (query head, query block): walk the block's key ranges like the forward pass;
-//   - dK/dV items (key block): walk the queries that see the block (visible_ranges.h) in every
-//     query head of the group, which also sums the group's heads into the kv head's gradient.
+//   - dK/dV items (key block): walk the queries that see the block in every query head of the
+//     group, which also sums the group's heads into the kv head's gradient.
+// Both walks, and which entries of each tile the mask keeps, are those of tile_walk.h.
 // Each item owns the gradient rows it writes, so there are no atomics and the result does not
 // depend on the thread count. P and dS are recomputed tile by tile in both kinds of items
 // instead of being stored, which keeps scratch at O(tokens * head_dim).
@@ -19,6 +20,7 @@
 #include "cpu/staged_head.h"
 #include "cpu/thread_pool.h"
 #include "cpu/tile_math.h"
+#include "cpu/tile_walk.h"
 #include "cpu/visible_ranges.h"
 #include "cpu/work_shape.h"
 #include "host/backend.h"
@@ -27,7 +29,6 @@ namespace dualkv::detail {
 namespace {
 
 using cpu::Copies;
-using cpu::KeyRanges;
 using cpu::kColumnTile;
 using cpu::kRowTile;
 using cpu::StagedHead;
@@ -86,7 +87,8 @@ class BackwardPass {
         const WorkItem& item = items[static_cast<size_t>(i)];
         const TokenBlock& block = blocks[static_cast<size_t>(item.block)];
         if (item.kind == WorkItem::Kind::kQueryGradient) {
-          query_gradient(kv_head * heads_per_kv_ + item.local_head, group_[static_cast<size_t>(item.local_head)], block);
+          query_gradient(kv_head * heads_per_kv_ + item.local_head, group_[static_cast<size_t>(item.local_head)],
+                         block);
         } else {
           key_value_gradient(kv_head, block);
         }
@@ -135,45 +137,34 @@ class BackwardPass {
     }
   }
 
-  // dQ of one query head's block: the forward pass's walk over the block's key ranges.
+  // dQ of one query head's block, walking the block's keys like the forward pass.
   void query_gradient(int64_t head, const QueryHead<Acc>& staged, const TokenBlock& block) const {
-    const KeyRanges ranges = cpu::keys_seen_by(layout_, block);
     std::vector<Acc> dq(static_cast<size_t>((block.end - block.begin) * head_dim_), Acc(0));
-    for (const TokenRange& range : {ranges.prompt, ranges.own}) {
-      // Causality: no query of the block sees a key past the block's last query.
-      const int32_t range_end = std::min(range.end, block.end);
-      for (int32_t chunk = cpu::align_down(range.begin); chunk < range_end; chunk += cpu::kStreamChunk) {
-        for (int32_t first = block.begin; first < block.end; first += kRowTile) {
-          const int rows = std::min<int32_t>(kRowTile, block.end - first);
-          const Acc* query_rows[kRowTile];
-          const Acc* dout_rows[kRowTile];
-          cpu::tile_rows(staged.queries, first, rows, query_rows);
-          cpu::tile_rows(staged.douts, first, rows, dout_rows);
-          const int32_t key_end = std::min({range_end, first + rows, chunk + cpu::kStreamChunk});
-          for (int32_t key = chunk; key < key_end; key += kColumnTile) {
-            cpu::ScoreTile<Acc> scores;
-            cpu::ScoreTile<Acc> dout_dot_values;
-            cpu::dot_tile(query_rows, keys_.column_tile(key), kColumnTile, head_dim_, scores);
-            cpu::dot_tile(dout_rows, values_.column_tile(key), kColumnTile, head_dim_, dout_dot_values);
-            const int begin = std::max(0, range.begin - key);
-            for (int r = 0; r < rows; ++r) {
-              const int32_t query = first + r;
-              const int end = std::min({kColumnTile, key_end - key, query + 1 - key});
-              if (end <= begin) continue;
-              const Acc lse = staged.lse[static_cast<size_t>(query)];
-              const Acc delta = staged.delta[static_cast<size_t>(query)];
-              Acc score_gradients[kColumnTile];  // dS
-              for (int c = begin; c < end; ++c) {
-                const Acc p = std::exp(scale_ * scores[r][c] - lse);
-                score_gradients[c] = p * (dout_dot_values[r][c] - delta);
-              }
-              cpu::add_weighted_rows(score_gradients + begin, end - begin, keys_.row(key + begin), head_dim_,
-                                     head_dim_, &dq[static_cast<size_t>((query - block.begin) * head_dim_)]);
-            }
-          }
+    cpu::walk_query_block(cpu::keys_seen_by(layout_, block), block, [&](const cpu::QueryTileStep& step) {
+      const Acc* query_rows[kRowTile];
+      const Acc* dout_rows[kRowTile];
+      cpu::tile_rows(staged.queries, step.first_query, step.rows, query_rows);
+      cpu::tile_rows(staged.douts, step.first_query, step.rows, dout_rows);
+      cpu::ScoreTile<Acc> scores;
+      cpu::ScoreTile<Acc> dout_dot_values;
+      cpu::dot_tile(query_rows, keys_.column_tile(step.key), kColumnTile, head_dim_, scores);
+      cpu::dot_tile(dout_rows, values_.column_tile(step.key), kColumnTile, head_dim_, dout_dot_values);
+      const int begin = step.column_begin;
+      for (int r = 0; r < step.rows; ++r) {
+        const int end = step.column_end(r);
+        if (end <= begin) continue;
+        const int32_t query = step.first_query + r;
+        const Acc lse = staged.lse[static_cast<size_t>(query)];
+        const Acc delta = staged.delta[static_cast<size_t>(query)];
+        Acc score_gradients[kColumnTile];  // dS
+        for (int c = begin; c < end; ++c) {
+          const Acc p = std::exp(scale_ * scores[r][c] - lse);
+          score_gradients[c] = p * (dout_dot_values[r][c] - delta);
         }
+        cpu::add_weighted_rows(score_gradients + begin, end - begin, keys_.row(step.key + begin), head_dim_, head_dim_,
+                               &dq[static_cast<size_t>((query - block.begin) * head_dim_)]);
       }
-    }
+    });
     for (int32_t query = block.begin; query < block.end; ++query) {
       Acc* row = &dq[static_cast<size_t>((query - block.begin) * head_dim_)];
       cpu::scale_in_place(scale_, head_dim_, row);
@@ -188,42 +179,33 @@ class BackwardPass {
     std::vector<Acc> dk(block_values, Acc(0));
     std::vector<Acc> dv(block_values, Acc(0));
     for (const QueryHead<Acc>& staged : group_) {
-      for (int32_t chunk = cpu::align_down(queries.begin); chunk < queries.end; chunk += cpu::kStreamChunk) {
-        const int32_t chunk_end = std::min(queries.end, chunk + cpu::kStreamChunk);
-        for (int32_t first = block.begin; first < block.end; first += kRowTile) {
-          const int rows = std::min<int32_t>(kRowTile, block.end - first);
-          const Acc* key_rows[kRowTile];
-          const Acc* value_rows[kRowTile];
-          cpu::tile_rows(keys_, first, rows, key_rows);
-          cpu::tile_rows(values_, first, rows, value_rows);
-          // Queries before the row tile's first key see none of its keys.
-          for (int32_t query = std::max(chunk, static_cast<int32_t>(cpu::align_down(first))); query < chunk_end;
-               query += kColumnTile) {
-            cpu::ScoreTile<Acc> scores;
-            cpu::ScoreTile<Acc> values_dot_douts;
-            cpu::dot_tile(key_rows, staged.queries.column_tile(query), kColumnTile, head_dim_, scores);
-            cpu::dot_tile(value_rows, staged.douts.column_tile(query), kColumnTile, head_dim_, values_dot_douts);
-            const int end = std::min(kColumnTile, chunk_end - query);
-            for (int r = 0; r < rows; ++r) {
-              // Causality: key first + r is seen by queries at or after it.
-              const int begin = std::max(0, first + r - query);
-              if (end <= begin) continue;
-              Acc probabilities[kColumnTile];
-              Acc score_gradients[kColumnTile];  // dS
-              for (int c = begin; c < end; ++c) {
-                const size_t q = static_cast<size_t>(query + c);
-                probabilities[c] = std::exp(scale_ * scores[r][c] - staged.lse[q]);
-                score_gradients[c] = probabilities[c] * (values_dot_douts[r][c] - staged.delta[q]);
-              }
-              const size_t row = static_cast<size_t>((first + r - block.begin) * head_dim_);
-              cpu::add_weighted_rows(probabilities + begin, end - begin, staged.douts.row(query + begin), head_dim_,
-                                     head_dim_, &dv[row]);
-              cpu::add_weighted_rows(score_gradients + begin, end - begin, staged.queries.row(query + begin),
-                                     head_dim_, head_dim_, &dk[row]);
-            }
+      cpu::walk_key_block(queries, block, [&](const cpu::KeyTileStep& step) {
+        const Acc* key_rows[kRowTile];
+        const Acc* value_rows[kRowTile];
+        cpu::tile_rows(keys_, step.first_key, step.rows, key_rows);
+        cpu::tile_rows(values_, step.first_key, step.rows, value_rows);
+        cpu::ScoreTile<Acc> scores;
+        cpu::ScoreTile<Acc> values_dot_douts;
+        cpu::dot_tile(key_rows, staged.queries.column_tile(step.query), kColumnTile, head_dim_, scores);
+        cpu::dot_tile(value_rows, staged.douts.column_tile(step.query), kColumnTile, head_dim_, values_dot_douts);
+        const int end = step.column_end;
+        for (int r = 0; r < step.rows; ++r) {
+          const int begin = step.column_begin(r);
+          if (end <= begin) continue;
+          Acc probabilities[kColumnTile];
+          Acc score_gradients[kColumnTile];  // dS
+          for (int c = begin; c < end; ++c) {
+            const size_t q = static_cast<size_t>(step.query + c);
+            probabilities[c] = std::exp(scale_ * scores[r][c] - staged.lse[q]);
+            score_gradients[c] = probabilities[c] * (values_dot_douts[r][c] - staged.delta[q]);
           }
+          const size_t row = static_cast<size_t>((step.first_key + r - block.begin) * head_dim_);
+          cpu::add_weighted_rows(probabilities + begin, end - begin, staged.douts.row(step.query + begin), head_dim_,
+                                 head_dim_, &dv[row]);
+          cpu::add_weighted_rows(score_gradients + begin, end - begin, staged.queries.row(step.query + begin),
+                                 head_dim_, head_dim_, &dk[row]);
         }
-      }
+      });
     }
     for (int32_t key = block.begin; key < block.end; ++key) {
       const size_t row = static_cast<size_t>((key - block.begin) * head_dim_);

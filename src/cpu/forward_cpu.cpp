@@ -4,10 +4,9 @@
 // and shared by the H / Hk query heads that read it. Inside a kv head, (query head, query block)
 // items run in parallel, heaviest block first; every item owns its output rows, so no two threads
 // write the same element and the result does not depend on the thread count.
-// An item streams the block's key ranges (visible_ranges.h) in chunks of kStreamChunk keys; each
-// chunk is applied to every kRowTile-row tile of the block, kColumnTile keys per step, with an
-// online softmax: a running max and sum per row, the output rescaled whenever the max grows, so
-// no score row is ever stored.
+// An item streams the block's key ranges in the order of tile_walk.h, kRowTile queries against
+// kColumnTile keys per step, with an online softmax: a running max and sum per row and the output
+// rescaled whenever the max grows, so no score row is ever stored.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,6 +16,7 @@
 #include "cpu/staged_head.h"
 #include "cpu/thread_pool.h"
 #include "cpu/tile_math.h"
+#include "cpu/tile_walk.h"
 #include "cpu/visible_ranges.h"
 #include "cpu/work_shape.h"
 #include "host/backend.h"
@@ -25,12 +25,10 @@ namespace dualkv::detail {
 namespace {
 
 using cpu::Copies;
-using cpu::KeyRanges;
 using cpu::kColumnTile;
 using cpu::kRowTile;
 using cpu::StagedHead;
 using cpu::TokenBlock;
-using cpu::TokenRange;
 
 // Online softmax state of the rows of one query block and their unnormalised output.
 template <typename Acc>
@@ -92,38 +90,27 @@ class ForwardPass {
   }
 
   void attend(int64_t head, const StagedHead<Acc>& queries, const TokenBlock& block) const {
-    const KeyRanges ranges = cpu::keys_seen_by(layout_, block);
     BlockSoftmax<Acc> state(block.end - block.begin, head_dim_);
-    for (const TokenRange& range : {ranges.prompt, ranges.own}) {
-      // Causality: no query of the block sees a key past the block's last query.
-      const int32_t range_end = std::min(range.end, block.end);
-      for (int32_t chunk = cpu::align_down(range.begin); chunk < range_end; chunk += cpu::kStreamChunk) {
-        for (int32_t first = block.begin; first < block.end; first += kRowTile) {
-          const int rows = std::min<int32_t>(kRowTile, block.end - first);
-          const Acc* query_rows[kRowTile];
-          cpu::tile_rows(queries, first, rows, query_rows);
-          const int32_t key_end = std::min({range_end, first + rows, chunk + cpu::kStreamChunk});
-          for (int32_t key = chunk; key < key_end; key += kColumnTile) {
-            add_key_tile(query_rows, rows, first, {range.begin, key_end}, key, first - block.begin, state);
-          }
-        }
-      }
-    }
+    cpu::walk_query_block(cpu::keys_seen_by(layout_, block), block, [&](const cpu::QueryTileStep& step) {
+      add_key_tile(queries, step, step.first_query - block.begin, state);
+    });
     for (int32_t query = block.begin; query < block.end; ++query) {
       const size_t row = static_cast<size_t>(query - block.begin);
       write_row(head, query, state.max[row], state.sum[row], &state.out[row * head_dim_]);
     }
   }
 
-  // Folds the keys of the aligned tile [key, key + kColumnTile) that lie in `keys` into the softmax
-  // state of rows first .. first + rows - 1 (block rows row0 ..), row q taking only keys <= q.
-  void add_key_tile(const Acc* const (&query_rows)[kRowTile], int rows, int32_t first, TokenRange keys, int32_t key,
-                    int32_t row0, BlockSoftmax<Acc>& state) const {
+  // Folds the visible keys of one step into the softmax state of its rows, which are rows
+  // row0 .. row0 + step.rows - 1 of the block.
+  void add_key_tile(const StagedHead<Acc>& queries, const cpu::QueryTileStep& step, int32_t row0,
+                    BlockSoftmax<Acc>& state) const {
+    const Acc* query_rows[kRowTile];
+    cpu::tile_rows(queries, step.first_query, step.rows, query_rows);
     cpu::ScoreTile<Acc> scores;
-    cpu::dot_tile(query_rows, keys_.column_tile(key), kColumnTile, head_dim_, scores);
-    const int begin = std::max(0, keys.begin - key);
-    for (int r = 0; r < rows; ++r) {
-      const int end = std::min({kColumnTile, keys.end - key, first + r + 1 - key});
+    cpu::dot_tile(query_rows, keys_.column_tile(step.key), kColumnTile, head_dim_, scores);
+    const int begin = step.column_begin;
+    for (int r = 0; r < step.rows; ++r) {
+      const int end = step.column_end(r);
       if (end <= begin) continue;
       const size_t row = static_cast<size_t>(row0 + r);
       Acc* out = &state.out[row * head_dim_];
@@ -145,7 +132,8 @@ class ForwardPass {
         probabilities[c] = std::exp(scores[r][c] - state.max[row]);
         state.sum[row] += probabilities[c];
       }
-      cpu::add_weighted_rows(probabilities + begin, end - begin, values_.row(key + begin), head_dim_, head_dim_, out);
+      cpu::add_weighted_rows(probabilities + begin, end - begin, values_.row(step.key + begin), head_dim_, head_dim_,
+                             out);
     }
   }
 

@@ -37,8 +37,8 @@ struct Simd {
 
 // tile[r][c] = sum_i rows[r][i] * columns[i * column_stride + c], summed in increasing i.
 template <typename Acc>
-inline void dot_tile(const Acc* const (&rows)[kRowTile], const Acc* columns, int64_t column_stride,
-                     int64_t head_dim, ScoreTile<Acc>& tile) {
+inline void dot_tile(const Acc* const (&rows)[kRowTile], const Acc* columns, int64_t column_stride, int64_t head_dim,
+                     ScoreTile<Acc>& tile) {
   using Vector = typename Simd<Acc>::Vector;
   constexpr int kLanes = Simd<Acc>::kLanes;
   constexpr int kVectors = kColumnTile / kLanes;
@@ -63,8 +63,7 @@ inline void dot_tile(const Acc* const (&rows)[kRowTile], const Acc* columns, int
 
 // out[i] += sum_{c < count} weights[c] * rows[c * row_stride + i] for i < n, summed in increasing c.
 template <typename Acc>
-inline void add_weighted_rows(const Acc* weights, int count, const Acc* rows, int64_t row_stride, int64_t n,
-                              Acc* out) {
+inline void add_weighted_rows(const Acc* weights, int count, const Acc* rows, int64_t row_stride, int64_t n, Acc* out) {
   using Vector = typename Simd<Acc>::Vector;
   constexpr int kLanes = Simd<Acc>::kLanes;
   int64_t i = 0;
