@@ -1,7 +1,7 @@
 // The inner loops of the CPU path, written so that they vectorise at -O3 without -ffast-math
 // (no floating-point reduction is reordered, so results are bitwise reproducible):
 //   - dot_tile: a kRowTile x kColumnTile block of dot products. The column operand is stored
-//     dim-major (one contiguous run of tokens per head-dim index), so the loop over head_dim
+//     dim-major (kColumnTile consecutive tokens per head-dim index), so the loop over head_dim
 //     updates kRowTile x kColumnTile independent accumulators held in SIMD registers. Left to
 //     itself the compiler vectorises along head_dim with gathers and spills the accumulators,
 //     so the columns are spelled as GCC/Clang vector types of one 128-bit register each;

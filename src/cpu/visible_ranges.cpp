@@ -24,6 +24,7 @@ std::vector<TokenBlock> split_into_blocks(const Layout& layout, int32_t block_si
   for (int32_t g = 0; g < layout.num_groups(); ++g) {
     for (int32_t s = layout.prompt_segment(g); s < layout.cu_groups()[g + 1]; ++s) {
       const int32_t end = layout.segment_end(s);
+      // Step by at most the remainder so that begin never passes end (no int32 overflow near 2^31).
       for (int32_t begin = layout.segment_begin(s); begin < end; begin += std::min(block_size, end - begin)) {
         blocks.push_back({begin, std::min(begin + block_size, end), s, g});
       }
