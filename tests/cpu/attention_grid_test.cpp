@@ -63,8 +63,7 @@ struct GridCase {
 
 void PrintTo(const GridCase& grid_case, std::ostream* os) { *os << grid_case.name; }
 
-ProblemShape shape_of(BatchSpec batch, int64_t heads, int64_t kv_heads, int64_t head_dim,
-                      ViewKind views) {
+ProblemShape shape_of(BatchSpec batch, int64_t heads, int64_t kv_heads, int64_t head_dim, ViewKind views) {
   ProblemShape shape;
   shape.batch = std::move(batch);
   shape.heads = heads;
@@ -81,22 +80,14 @@ std::vector<GridCase> grid_cases() {
   const std::vector<std::pair<std::string, ProblemShape>> shapes = {
       {"MixedGroups_Gqa1_D64_Contiguous",
        shape_of({{5, {3, 1, 7}}, {1, {4}}, {17, {1, 1, 2, 9}}}, 2, 2, 64, ViewKind::kContiguous)},
-      {"RaggedGroups_Gqa4_D96_FusedQkv",
-       shape_of({{12, {1, 20, 5}}, {3, {2, 1}}}, 8, 2, 96, ViewKind::kFusedQkv)},
-      {"ManyResponses_Gqa8_D128_HeadMajor",
-       shape_of({{9, {6, 1, 13, 2}}, {1, {1}}}, 8, 1, 128, ViewKind::kHeadMajor)},
-      {"TwoGroups_Gqa2_D256_Padded",
-       shape_of({{7, {5, 2}}, {4, {3}}}, 2, 1, 256, ViewKind::kPadded)},
-      {"AwkwardLengths_Gqa2_D17_Padded",
-       shape_of({{127, {129, 1}}, {1, {17}}}, 4, 2, 17, ViewKind::kPadded)},
-      {"HeadDim1_Gqa1_Contiguous",
-       shape_of({{17, {1, 2}}, {2, {3}}}, 4, 4, 1, ViewKind::kContiguous)},
-      {"LongPrompt_Gqa4_D128_FusedQkv",
-       shape_of({{150, {70, 1, 33}}}, 4, 1, 128, ViewKind::kFusedQkv)},
-      {"MinimalGroups_SingleHead_D32_Padded",
-       shape_of({{1, {1}}, {1, {1, 1}}}, 1, 1, 32, ViewKind::kPadded)},
-      {"StagingEdges_Gqa4_D64_HeadMajor",
-       shape_of({{257, {255, 1, 64}}, {63, {65}}}, 4, 1, 64, ViewKind::kHeadMajor)},
+      {"RaggedGroups_Gqa4_D96_FusedQkv", shape_of({{12, {1, 20, 5}}, {3, {2, 1}}}, 8, 2, 96, ViewKind::kFusedQkv)},
+      {"ManyResponses_Gqa8_D128_HeadMajor", shape_of({{9, {6, 1, 13, 2}}, {1, {1}}}, 8, 1, 128, ViewKind::kHeadMajor)},
+      {"TwoGroups_Gqa2_D256_Padded", shape_of({{7, {5, 2}}, {4, {3}}}, 2, 1, 256, ViewKind::kPadded)},
+      {"AwkwardLengths_Gqa2_D17_Padded", shape_of({{127, {129, 1}}, {1, {17}}}, 4, 2, 17, ViewKind::kPadded)},
+      {"HeadDim1_Gqa1_Contiguous", shape_of({{17, {1, 2}}, {2, {3}}}, 4, 4, 1, ViewKind::kContiguous)},
+      {"LongPrompt_Gqa4_D128_FusedQkv", shape_of({{150, {70, 1, 33}}}, 4, 1, 128, ViewKind::kFusedQkv)},
+      {"MinimalGroups_SingleHead_D32_Padded", shape_of({{1, {1}}, {1, {1, 1}}}, 1, 1, 32, ViewKind::kPadded)},
+      {"StagingEdges_Gqa4_D64_HeadMajor", shape_of({{257, {255, 1, 64}}, {63, {65}}}, 4, 1, 64, ViewKind::kHeadMajor)},
   };
   const std::vector<std::pair<DType, Accumulation>> precisions = {
       {DType::kFloat32, Accumulation::kFloat32},
@@ -107,9 +98,9 @@ std::vector<GridCase> grid_cases() {
   std::vector<GridCase> cases;
   for (const auto& [shape_name, shape] : shapes) {
     for (const auto& [dtype, accumulation] : precisions) {
-      GridCase grid_case{shape_name + "_" + dualkv::dtype_name(dtype) +
-                             (accumulation == Accumulation::kFloat64 ? "_Acc64" : "_Acc32"),
-                         shape, accumulation};
+      GridCase grid_case{
+          shape_name + "_" + dualkv::dtype_name(dtype) + (accumulation == Accumulation::kFloat64 ? "_Acc64" : "_Acc32"),
+          shape, accumulation};
       grid_case.shape.dtype = dtype;
       cases.push_back(grid_case);
     }
@@ -136,8 +127,7 @@ class AttentionGrid : public ::testing::TestWithParam<GridCase> {
   void run_backward() {
     const auto inputs_before = problem_->snapshot_backward_inputs();
     dualkv::backward(problem_->layout(), problem_->backward_params(GetParam().accumulation));
-    EXPECT_TRUE(inputs_before == problem_->snapshot_backward_inputs())
-        << "backward modified an input";
+    EXPECT_TRUE(inputs_before == problem_->snapshot_backward_inputs()) << "backward modified an input";
   }
 
   const BatchSpec& batch() const { return GetParam().shape.batch; }
@@ -175,12 +165,10 @@ TEST_P(AttentionGrid, BackwardMatchesBothOracles) {
   const DenseTensor dout = to_dense(problem_->dout);
 
   const ProblemShape& shape = GetParam().shape;
-  const double grad_tolerance =
-      kBackwardStorageRoundings * dtype_epsilon(shape.dtype) +
-      accumulation_error(shape, GetParam().accumulation) +
-      kLseRoundings * dtype_epsilon(DType::kFloat32) * max_abs(problem_->lse.to_dense());
-  const oracle::Gradients dense =
-      oracle::dense_mask_backward(batch(), q_, k_, v_, dout, scale());
+  const double grad_tolerance = kBackwardStorageRoundings * dtype_epsilon(shape.dtype) +
+                                accumulation_error(shape, GetParam().accumulation) +
+                                kLseRoundings * dtype_epsilon(DType::kFloat32) * max_abs(problem_->lse.to_dense());
+  const oracle::Gradients dense = oracle::dense_mask_backward(batch(), q_, k_, v_, dout, scale());
   EXPECT_TRUE(all_close(dq, dense.dq, grad_tolerance)) << "dQ vs dense-mask oracle";
   EXPECT_TRUE(all_close(dk, dense.dk, grad_tolerance)) << "dK vs dense-mask oracle";
   EXPECT_TRUE(all_close(dv, dense.dv, grad_tolerance)) << "dV vs dense-mask oracle";
@@ -191,9 +179,7 @@ TEST_P(AttentionGrid, BackwardMatchesBothOracles) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGrid, ::testing::ValuesIn(grid_cases()),
-                         [](const ::testing::TestParamInfo<GridCase>& info) {
-                           return info.param.name;
-                         });
+                         [](const ::testing::TestParamInfo<GridCase>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace dualkv_test

@@ -26,8 +26,7 @@ std::vector<StridedTensor> make_views(ViewKind kind, dualkv::DType dtype, int64_
     auto storage = std::make_shared<Storage>(dtype, tokens * row * head_dim);
     int64_t first_head = 0;
     for (int64_t h : heads) {
-      views.push_back(StridedTensor{storage, first_head * head_dim, tokens, h, head_dim,
-                                    row * head_dim, head_dim});
+      views.push_back(StridedTensor{storage, first_head * head_dim, tokens, h, head_dim, row * head_dim, head_dim});
       first_head += h;
     }
     return views;
@@ -40,8 +39,7 @@ std::vector<StridedTensor> make_views(ViewKind kind, dualkv::DType dtype, int64_
         break;
       case ViewKind::kPadded: {
         const int64_t head_stride = head_dim + kHeadPadding;
-        view = StridedTensor{nullptr, 0, tokens, h, head_dim, h * head_stride + kTokenPadding,
-                             head_stride};
+        view = StridedTensor{nullptr, 0, tokens, h, head_dim, h * head_stride + kTokenPadding, head_stride};
         break;
       }
       default:
@@ -49,8 +47,7 @@ std::vector<StridedTensor> make_views(ViewKind kind, dualkv::DType dtype, int64_
         break;
     }
     // Exactly up to the last element the view addresses.
-    const int64_t elements =
-        (tokens - 1) * view.token_stride + (h - 1) * view.head_stride + head_dim;
+    const int64_t elements = (tokens - 1) * view.token_stride + (h - 1) * view.head_stride + head_dim;
     view.storage = std::make_shared<Storage>(dtype, elements);
     views.push_back(view);
   }
@@ -74,31 +71,32 @@ void append_unique(std::vector<const Storage*>& storages, const StridedTensor& t
 
 const char* view_kind_name(ViewKind kind) {
   switch (kind) {
-    case ViewKind::kContiguous: return "contiguous";
-    case ViewKind::kFusedQkv: return "fused_qkv";
-    case ViewKind::kHeadMajor: return "head_major";
-    case ViewKind::kPadded: return "padded";
+    case ViewKind::kContiguous:
+      return "contiguous";
+    case ViewKind::kFusedQkv:
+      return "fused_qkv";
+    case ViewKind::kHeadMajor:
+      return "head_major";
+    case ViewKind::kPadded:
+      return "padded";
   }
   return "unknown";
 }
 
 AttentionProblem::AttentionProblem(const ProblemShape& shape, std::mt19937_64& rng)
     : lse(shape.heads, packed_token_count(shape.batch),
-          packed_token_count(shape.batch) +
-              (shape.views == ViewKind::kPadded ? kLsePadding : 0)),
+          packed_token_count(shape.batch) + (shape.views == ViewKind::kPadded ? kLsePadding : 0)),
       shape_(shape),
       layout_(make_layout(shape.batch)) {
   const int64_t tokens = layout_.total_tokens();
   const std::vector<int64_t> qkv_heads = {shape.heads, shape.kv_heads, shape.kv_heads};
-  std::vector<StridedTensor> inputs =
-      make_views(shape.views, shape.dtype, tokens, qkv_heads, shape.head_dim);
+  std::vector<StridedTensor> inputs = make_views(shape.views, shape.dtype, tokens, qkv_heads, shape.head_dim);
   q = inputs[0];
   k = inputs[1];
   v = inputs[2];
   dout = make_views(shape.views, shape.dtype, tokens, {shape.heads}, shape.head_dim)[0];
   out = make_views(shape.views, shape.dtype, tokens, {shape.heads}, shape.head_dim)[0];
-  std::vector<StridedTensor> grads =
-      make_views(shape.views, shape.dtype, tokens, qkv_heads, shape.head_dim);
+  std::vector<StridedTensor> grads = make_views(shape.views, shape.dtype, tokens, qkv_heads, shape.head_dim);
   dq = grads[0];
   dk = grads[1];
   dv = grads[2];
@@ -107,8 +105,7 @@ AttentionProblem::AttentionProblem(const ProblemShape& shape, std::mt19937_64& r
   for (StridedTensor* input : {&q, &k, &v, &dout}) input->storage->poison();
   for (StridedTensor* input : {&q, &k, &v, &dout}) fill_uniform(*input, rng);
   poison_outputs();
-  softmax_scale =
-      kScoreSharpness * dualkv::default_softmax_scale(static_cast<int64_t>(shape.head_dim));
+  softmax_scale = kScoreSharpness * dualkv::default_softmax_scale(static_cast<int64_t>(shape.head_dim));
 }
 
 dualkv::ForwardParams AttentionProblem::forward_params(dualkv::Accumulation accumulation) {

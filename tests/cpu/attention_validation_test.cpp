@@ -67,8 +67,8 @@ std::string direction_name(const ForwardParams*) { return "Forward"; }
 std::string direction_name(const BackwardParams*) { return "Backward"; }
 
 template <typename Params>
-AttentionRule rule(const std::string& name, std::function<void(Params&)> mutate,
-                   std::string argument, std::string phrase) {
+AttentionRule rule(const std::string& name, std::function<void(Params&)> mutate, std::string argument,
+                   std::string phrase) {
   const Params* tag = nullptr;
   auto bad_params = [mutate](AttentionProblem& problem) {
     Params params = params_of(problem, static_cast<const Params*>(nullptr));
@@ -76,12 +76,8 @@ AttentionRule rule(const std::string& name, std::function<void(Params&)> mutate,
     return params;
   };
   return {direction_name(tag) + "_" + name,
-          [bad_params](AttentionProblem& problem) {
-            run_entry(problem.layout(), bad_params(problem));
-          },
-          [bad_params](AttentionProblem& problem) {
-            query_workspace(problem.layout(), bad_params(problem));
-          },
+          [bad_params](AttentionProblem& problem) { run_entry(problem.layout(), bad_params(problem)); },
+          [bad_params](AttentionProblem& problem) { query_workspace(problem.layout(), bad_params(problem)); },
           std::move(argument), std::move(phrase)};
 }
 
@@ -94,23 +90,25 @@ enum class Role {
 };
 
 template <typename Params, typename Tensor>
-void add_tensor_rules(std::vector<AttentionRule>& rules, const std::string& name,
-                      Tensor Params::*member, Role role) {
+void add_tensor_rules(std::vector<AttentionRule>& rules, const std::string& name, Tensor Params::*member, Role role) {
   using Mutation = std::function<void(Params&)>;
   auto add = [&](const std::string& rule_name, Mutation mutate, const std::string& argument,
                  const std::string& phrase) {
     rules.push_back(rule<Params>(name + "_" + rule_name, std::move(mutate), argument, phrase));
   };
-  add("NullData", [member](Params& p) { (p.*member).data = nullptr; }, name, "null");
-  add("TokensNotTotal", [member](Params& p) { (p.*member).tokens += 1; }, name + ".tokens",
-      "total_tokens");
-  add("ZeroTokenStride", [member](Params& p) { (p.*member).token_stride = 0; },
-      name + ".token_stride", ">= 1");
-  add("NegativeHeadStride", [member](Params& p) { (p.*member).head_stride *= -1; },
-      name + ".head_stride", ">= 1");
-  add("HeadsOverlap", [member](Params& p) { (p.*member).head_stride = (p.*member).head_dim - 1; },
+  add(
+      "NullData", [member](Params& p) { (p.*member).data = nullptr; }, name, "null");
+  add(
+      "TokensNotTotal", [member](Params& p) { (p.*member).tokens += 1; }, name + ".tokens", "total_tokens");
+  add(
+      "ZeroTokenStride", [member](Params& p) { (p.*member).token_stride = 0; }, name + ".token_stride", ">= 1");
+  add(
+      "NegativeHeadStride", [member](Params& p) { (p.*member).head_stride *= -1; }, name + ".head_stride", ">= 1");
+  add(
+      "HeadsOverlap", [member](Params& p) { (p.*member).head_stride = (p.*member).head_dim - 1; },
       name + ".head_stride", "overlap");
-  add("TokensOverlap",
+  add(
+      "TokensOverlap",
       [member](Params& p) {
         Tensor& t = p.*member;
         t.token_stride = t.heads * t.head_stride - 1;
@@ -129,8 +127,10 @@ void add_tensor_rules(std::vector<AttentionRule>& rules, const std::string& name
   switch (role) {
     case Role::kQuery:
       add("HeadsNotMultipleOfKvHeads", set_heads(kv_heads + 1), "q.heads", "multiple");
-      add("ZeroHeadDim", [member](Params& p) { (p.*member).head_dim = 0; }, "q.head_dim", "256");
-      add("HeadDimAbove256",
+      add(
+          "ZeroHeadDim", [member](Params& p) { (p.*member).head_dim = 0; }, "q.head_dim", "256");
+      add(
+          "HeadDimAbove256",
           [member](Params& p) {
             Tensor& t = p.*member;
             t.head_dim = 257;
@@ -149,64 +149,75 @@ void add_tensor_rules(std::vector<AttentionRule>& rules, const std::string& name
       add("HeadsNotKHeads", set_heads(2 * kv_heads), name + ".heads", "k.heads");
       break;
   }
-  add("HeadDimNotQHeadDim", [member](Params& p) { (p.*member).head_dim /= 2; },
-      name + ".head_dim", "q.head_dim");
-  add("DtypeNotQDtype", [member](Params& p) { (p.*member).dtype = dualkv::DType::kBFloat16; },
-      name + ".dtype", "match");
-  add("DeviceNotQDevice",
-      [member](Params& p) { (p.*member).device = {dualkv::DeviceKind::kCuda, 0}; },
+  add(
+      "HeadDimNotQHeadDim", [member](Params& p) { (p.*member).head_dim /= 2; }, name + ".head_dim", "q.head_dim");
+  add(
+      "DtypeNotQDtype", [member](Params& p) { (p.*member).dtype = dualkv::DType::kBFloat16; }, name + ".dtype",
+      "match");
+  add(
+      "DeviceNotQDevice",
+      [member](Params& p) {
+        (p.*member).device = {dualkv::DeviceKind::kCuda, 0};
+      },
       name + ".device", "match");
 }
 
 template <typename Params, typename Lse>
 void add_lse_rules(std::vector<AttentionRule>& rules, Lse Params::*member) {
-  auto add = [&](const std::string& rule_name, std::function<void(Params&)> mutate,
-                 const std::string& argument, const std::string& phrase) {
+  auto add = [&](const std::string& rule_name, std::function<void(Params&)> mutate, const std::string& argument,
+                 const std::string& phrase) {
     rules.push_back(rule<Params>("lse_" + rule_name, std::move(mutate), argument, phrase));
   };
-  add("NullData", [member](Params& p) { (p.*member).data = nullptr; }, "lse", "null");
-  add("TokensNotTotal", [member](Params& p) { (p.*member).tokens += 1; }, "lse.tokens",
-      "total_tokens");
-  add("HeadsNotQHeads", [member](Params& p) { (p.*member).heads /= 2; }, "lse.heads", "q.heads");
-  add("DeviceNotQDevice",
-      [member](Params& p) { (p.*member).device = {dualkv::DeviceKind::kCuda, 0}; },
+  add(
+      "NullData", [member](Params& p) { (p.*member).data = nullptr; }, "lse", "null");
+  add(
+      "TokensNotTotal", [member](Params& p) { (p.*member).tokens += 1; }, "lse.tokens", "total_tokens");
+  add(
+      "HeadsNotQHeads", [member](Params& p) { (p.*member).heads /= 2; }, "lse.heads", "q.heads");
+  add(
+      "DeviceNotQDevice",
+      [member](Params& p) {
+        (p.*member).device = {dualkv::DeviceKind::kCuda, 0};
+      },
       "lse.device", "match");
-  add("HeadStrideBelowTokens", [member](Params& p) { (p.*member).head_stride -= 1; },
-      "lse.head_stride", "lse.tokens");
+  add(
+      "HeadStrideBelowTokens", [member](Params& p) { (p.*member).head_stride -= 1; }, "lse.head_stride", "lse.tokens");
 }
 
 template <typename Params>
 void add_scalar_rules(std::vector<AttentionRule>& rules) {
-  const std::vector<std::pair<std::string, float>> bad_scales = {
-      {"NaN", std::numeric_limits<float>::quiet_NaN()},
-      {"Infinite", std::numeric_limits<float>::infinity()},
-      {"Zero", 0.0f},
-      {"Negative", -0.125f}};
+  const std::vector<std::pair<std::string, float>> bad_scales = {{"NaN", std::numeric_limits<float>::quiet_NaN()},
+                                                                 {"Infinite", std::numeric_limits<float>::infinity()},
+                                                                 {"Zero", 0.0f},
+                                                                 {"Negative", -0.125f}};
   for (const auto& [label, scale] : bad_scales) {
     const float bad_scale = scale;
-    rules.push_back(rule<Params>("SoftmaxScale" + label,
-                                 [bad_scale](Params& p) { p.softmax_scale = bad_scale; },
-                                 "softmax_scale", "finite"));
+    rules.push_back(rule<Params>(
+        "SoftmaxScale" + label, [bad_scale](Params& p) { p.softmax_scale = bad_scale; }, "softmax_scale", "finite"));
   }
-  rules.push_back(rule<Params>("NegativeCpuThreads", [](Params& p) { p.options.cpu_threads = -1; },
-                               "options.cpu_threads", ">= 0"));
-  rules.push_back(rule<Params>("CpuDeviceIndexNotZero",
-                               [](Params& p) { p.q.device = {dualkv::DeviceKind::kCpu, 1}; },
-                               "q.device", "index"));
+  rules.push_back(rule<Params>(
+      "NegativeCpuThreads", [](Params& p) { p.options.cpu_threads = -1; }, "options.cpu_threads", ">= 0"));
+  rules.push_back(rule<Params>(
+      "CpuDeviceIndexNotZero",
+      [](Params& p) {
+        p.q.device = {dualkv::DeviceKind::kCpu, 1};
+      },
+      "q.device", "index"));
   if (!dualkv::cuda_compiled()) {
-    rules.push_back(rule<Params>("CudaTensorsWithoutCuda",
-                                 [](Params& p) {
-                                   const dualkv::Device cuda{dualkv::DeviceKind::kCuda, 0};
-                                   p.q.device = p.k.device = p.v.device = cuda;
-                                   p.lse.device = cuda;
-                                   if constexpr (std::is_same_v<Params, ForwardParams>) {
-                                     p.out.device = cuda;
-                                   } else {
-                                     p.dout.device = p.out.device = cuda;
-                                     p.dq.device = p.dk.device = p.dv.device = cuda;
-                                   }
-                                 },
-                                 "q.device", "CUDA"));
+    rules.push_back(rule<Params>(
+        "CudaTensorsWithoutCuda",
+        [](Params& p) {
+          const dualkv::Device cuda{dualkv::DeviceKind::kCuda, 0};
+          p.q.device = p.k.device = p.v.device = cuda;
+          p.lse.device = cuda;
+          if constexpr (std::is_same_v<Params, ForwardParams>) {
+            p.out.device = cuda;
+          } else {
+            p.dout.device = p.out.device = cuda;
+            p.dq.device = p.dk.device = p.dv.device = cuda;
+          }
+        },
+        "q.device", "CUDA"));
   }
 }
 
@@ -227,15 +238,11 @@ std::vector<AttentionRule> forward_rules() {
   add_tensor_rules(rules, "v", &ForwardParams::v, Role::kLikeKey);
   add_tensor_rules(rules, "out", &ForwardParams::out, Role::kLikeQ);
   add_lse_rules(rules, &ForwardParams::lse);
-  rules.push_back(rule<ForwardParams>("OutOverlapsQ", alias(&ForwardParams::out, &ForwardParams::q),
-                                      "out", "overlap"));
-  rules.push_back(rule<ForwardParams>("OutOverlapsV", alias(&ForwardParams::out, &ForwardParams::v),
-                                      "out", "overlap"));
-  rules.push_back(rule<ForwardParams>("LseOverlapsK", alias(&ForwardParams::lse, &ForwardParams::k),
-                                      "lse", "overlap"));
-  rules.push_back(rule<ForwardParams>("LseOverlapsOut",
-                                      alias(&ForwardParams::lse, &ForwardParams::out), "lse",
-                                      "overlap"));
+  rules.push_back(rule<ForwardParams>("OutOverlapsQ", alias(&ForwardParams::out, &ForwardParams::q), "out", "overlap"));
+  rules.push_back(rule<ForwardParams>("OutOverlapsV", alias(&ForwardParams::out, &ForwardParams::v), "out", "overlap"));
+  rules.push_back(rule<ForwardParams>("LseOverlapsK", alias(&ForwardParams::lse, &ForwardParams::k), "lse", "overlap"));
+  rules.push_back(
+      rule<ForwardParams>("LseOverlapsOut", alias(&ForwardParams::lse, &ForwardParams::out), "lse", "overlap"));
   return rules;
 }
 
@@ -251,20 +258,15 @@ std::vector<AttentionRule> backward_rules() {
   add_tensor_rules(rules, "dq", &BackwardParams::dq, Role::kLikeQ);
   add_tensor_rules(rules, "dk", &BackwardParams::dk, Role::kLikeKey);
   add_tensor_rules(rules, "dv", &BackwardParams::dv, Role::kLikeKey);
-  rules.push_back(rule<BackwardParams>("DqOverlapsDout",
-                                       alias(&BackwardParams::dq, &BackwardParams::dout), "dq",
-                                       "overlap"));
-  rules.push_back(rule<BackwardParams>("DqOverlapsLse",
-                                       alias(&BackwardParams::dq, &BackwardParams::lse), "dq",
-                                       "overlap"));
-  rules.push_back(rule<BackwardParams>("DkOverlapsQ", alias(&BackwardParams::dk, &BackwardParams::q),
-                                       "dk", "overlap"));
-  rules.push_back(rule<BackwardParams>("DvOverlapsOut",
-                                       alias(&BackwardParams::dv, &BackwardParams::out), "dv",
-                                       "overlap"));
-  rules.push_back(rule<BackwardParams>("DvOverlapsDk",
-                                       alias(&BackwardParams::dv, &BackwardParams::dk), "dv",
-                                       "overlap"));
+  rules.push_back(
+      rule<BackwardParams>("DqOverlapsDout", alias(&BackwardParams::dq, &BackwardParams::dout), "dq", "overlap"));
+  rules.push_back(
+      rule<BackwardParams>("DqOverlapsLse", alias(&BackwardParams::dq, &BackwardParams::lse), "dq", "overlap"));
+  rules.push_back(rule<BackwardParams>("DkOverlapsQ", alias(&BackwardParams::dk, &BackwardParams::q), "dk", "overlap"));
+  rules.push_back(
+      rule<BackwardParams>("DvOverlapsOut", alias(&BackwardParams::dv, &BackwardParams::out), "dv", "overlap"));
+  rules.push_back(
+      rule<BackwardParams>("DvOverlapsDk", alias(&BackwardParams::dv, &BackwardParams::dk), "dv", "overlap"));
   return rules;
 }
 
@@ -274,9 +276,7 @@ std::vector<AttentionRule> all_rules() {
   return rules;
 }
 
-std::string rule_name(const ::testing::TestParamInfo<AttentionRule>& info) {
-  return info.param.name;
-}
+std::string rule_name(const ::testing::TestParamInfo<AttentionRule>& info) { return info.param.name; }
 
 // Byte images of every buffer a problem owns, outputs and padding included.
 std::vector<std::vector<unsigned char>> all_bytes(const AttentionProblem& problem) {
@@ -292,19 +292,16 @@ class AttentionRuleTest : public ::testing::TestWithParam<AttentionRule> {};
 TEST_P(AttentionRuleTest, IsRejectedNamingArgumentAndRule) {
   std::unique_ptr<AttentionProblem> problem = base_problem();
   const AttentionRule& bad = GetParam();
-  EXPECT_TRUE(rejected_as_expected(
-      {bad.name, [&] { bad.call(*problem); }, bad.argument, bad.phrase}));
+  EXPECT_TRUE(rejected_as_expected({bad.name, [&] { bad.call(*problem); }, bad.argument, bad.phrase}));
 }
 
 TEST_P(AttentionRuleTest, WorkspaceQueryRejectsItToo) {
   std::unique_ptr<AttentionProblem> problem = base_problem();
   const AttentionRule& bad = GetParam();
-  EXPECT_TRUE(rejected_as_expected(
-      {bad.name, [&] { bad.workspace_query(*problem); }, bad.argument, bad.phrase}));
+  EXPECT_TRUE(rejected_as_expected({bad.name, [&] { bad.workspace_query(*problem); }, bad.argument, bad.phrase}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Arguments, AttentionRuleTest, ::testing::ValuesIn(all_rules()),
-                         rule_name);
+INSTANTIATE_TEST_SUITE_P(Arguments, AttentionRuleTest, ::testing::ValuesIn(all_rules()), rule_name);
 
 TEST(AttentionRules, EveryBadCallThrowsBeforeTouchingAnyBuffer) {
   for (const AttentionRule& bad : all_rules()) {
@@ -319,16 +316,13 @@ TEST(AttentionRules, EveryBadCallThrowsBeforeTouchingAnyBuffer) {
 // Guards the tests above: each bad case differs from a configuration that is accepted.
 TEST(AttentionRules, BaseProblemIsAccepted) {
   std::unique_ptr<AttentionProblem> problem = base_problem();
-  EXPECT_EQ(dualkv::forward_workspace_bytes(
-                problem->layout(), problem->forward_params(dualkv::Accumulation::kFloat32)),
+  EXPECT_EQ(dualkv::forward_workspace_bytes(problem->layout(), problem->forward_params(dualkv::Accumulation::kFloat32)),
             0u);
-  EXPECT_NO_THROW(dualkv::forward(problem->layout(),
-                                  problem->forward_params(dualkv::Accumulation::kFloat32)));
-  EXPECT_EQ(dualkv::backward_workspace_bytes(
-                problem->layout(), problem->backward_params(dualkv::Accumulation::kFloat32)),
-            0u);
-  EXPECT_NO_THROW(dualkv::backward(problem->layout(),
-                                   problem->backward_params(dualkv::Accumulation::kFloat32)));
+  EXPECT_NO_THROW(dualkv::forward(problem->layout(), problem->forward_params(dualkv::Accumulation::kFloat32)));
+  EXPECT_EQ(
+      dualkv::backward_workspace_bytes(problem->layout(), problem->backward_params(dualkv::Accumulation::kFloat32)),
+      0u);
+  EXPECT_NO_THROW(dualkv::backward(problem->layout(), problem->backward_params(dualkv::Accumulation::kFloat32)));
 }
 
 }  // namespace

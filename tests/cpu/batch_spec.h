@@ -10,8 +10,8 @@
 namespace dualkv_test {
 
 struct GroupLengths {
-  int64_t prompt = 0;               // P_g
-  std::vector<int64_t> responses;   // R_g,0 ... R_g,N-1
+  int64_t prompt = 0;              // P_g
+  std::vector<int64_t> responses;  // R_g,0 ... R_g,N-1
 };
 
 using BatchSpec = std::vector<GroupLengths>;

@@ -40,12 +40,11 @@ TEST_P(CpuThreads, ResultsMatchTheOracle) {
 
   const BatchSpec& batch = threaded_shape().batch;
   const DenseTensor q = to_dense(problem.q), k = to_dense(problem.k), v = to_dense(problem.v);
-  const oracle::ForwardResult expected =
-      oracle::dense_mask_forward(batch, q, k, v, problem.softmax_scale);
+  const oracle::ForwardResult expected = oracle::dense_mask_forward(batch, q, k, v, problem.softmax_scale);
   EXPECT_TRUE(all_close(to_dense(problem.out), expected.out, kTolerance)) << "O";
   EXPECT_TRUE(all_close(problem.lse.to_dense(), expected.lse, kTolerance)) << "LSE";
-  const oracle::Gradients grads = oracle::dense_mask_backward(batch, q, k, v, to_dense(problem.dout),
-                                                              problem.softmax_scale);
+  const oracle::Gradients grads =
+      oracle::dense_mask_backward(batch, q, k, v, to_dense(problem.dout), problem.softmax_scale);
   EXPECT_TRUE(all_close(to_dense(problem.dq), grads.dq, kTolerance)) << "dQ";
   EXPECT_TRUE(all_close(to_dense(problem.dk), grads.dk, kTolerance)) << "dK";
   EXPECT_TRUE(all_close(to_dense(problem.dv), grads.dv, kTolerance)) << "dV";

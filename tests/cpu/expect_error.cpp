@@ -22,8 +22,8 @@ std::string lower(std::string text) {
     bad.call();
   } catch (const dualkv::Error& error) {
     if (error.argument() != bad.argument) {
-      return ::testing::AssertionFailure() << "named argument '" << error.argument()
-                                           << "', expected '" << bad.argument << "' (" << error.what() << ")";
+      return ::testing::AssertionFailure() << "named argument '" << error.argument() << "', expected '" << bad.argument
+                                           << "' (" << error.what() << ")";
     }
     if (lower(error.rule()).find(lower(bad.phrase)) == std::string::npos) {
       return ::testing::AssertionFailure() << "rule \"" << error.rule() << "\" lacks \"" << bad.phrase << "\"";

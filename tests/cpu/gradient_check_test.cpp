@@ -74,8 +74,7 @@ TEST_P(GradientCheck, BackwardIsTheDerivativeOfForward) {
   EXPECT_TRUE(all_close(dv, central_differences(problem.v), kFiniteDifferenceAgreement)) << "dV";
 }
 
-INSTANTIATE_TEST_SUITE_P(Views, GradientCheck,
-                         ::testing::Values(ViewKind::kContiguous, ViewKind::kFusedQkv),
+INSTANTIATE_TEST_SUITE_P(Views, GradientCheck, ::testing::Values(ViewKind::kContiguous, ViewKind::kFusedQkv),
                          [](const ::testing::TestParamInfo<ViewKind>& info) {
                            return std::string(view_kind_name(info.param));
                          });

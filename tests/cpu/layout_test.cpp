@@ -1,5 +1,7 @@
 // Layout factories and accessors against the lengths they were built from, and the pair counts
 // against brute-force counts of the oracles' masks.
+#include "dualkv/layout.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 #include "cpu/oracle_dense_mask.h"
 #include "cpu/oracle_ncopy.h"
 #include "cpu/test_support.h"
-#include "dualkv/layout.h"
 
 namespace dualkv_test {
 namespace {
@@ -45,13 +46,11 @@ void expect_layout_matches(const dualkv::Layout& layout, const BatchSpec& batch)
     for (size_t i = 0; i < batch[g].responses.size(); ++i) {
       const int32_t segment = segments + 1 + static_cast<int32_t>(i);
       EXPECT_EQ(layout.segment_begin(segment), ranges[g].response_begins[i]);
-      EXPECT_EQ(layout.segment_end(segment),
-                ranges[g].response_begins[i] + batch[g].responses[i]);
+      EXPECT_EQ(layout.segment_end(segment), ranges[g].response_begins[i] + batch[g].responses[i]);
       longest = std::max(longest, batch[g].responses[i]);
     }
     segments += 1 + static_cast<int32_t>(batch[g].responses.size());
-    EXPECT_EQ(layout.group_end(group),
-              g + 1 < batch.size() ? ranges[g + 1].prompt_begin : packed_token_count(batch));
+    EXPECT_EQ(layout.group_end(group), g + 1 < batch.size() ? ranges[g + 1].prompt_begin : packed_token_count(batch));
     EXPECT_EQ(layout.cu_groups()[g + 1], segments);
   }
   EXPECT_EQ(layout.num_segments(), segments);
@@ -83,8 +82,7 @@ TEST(Layout, FromLengthsAccessorsMatchTheLengths) {
 TEST(Layout, FromOffsetsRoundTripsFromLengths) {
   const BatchSpec batch = mixed_batch();
   const dualkv::Layout from_lengths = make_layout(batch);
-  const dualkv::Layout from_offsets =
-      dualkv::Layout::from_offsets(from_lengths.cu_seqlens(), from_lengths.cu_groups());
+  const dualkv::Layout from_offsets = dualkv::Layout::from_offsets(from_lengths.cu_seqlens(), from_lengths.cu_groups());
   EXPECT_EQ(from_offsets.cu_seqlens(), from_lengths.cu_seqlens());
   EXPECT_EQ(from_offsets.cu_groups(), from_lengths.cu_groups());
   expect_layout_matches(from_offsets, batch);
@@ -114,8 +112,7 @@ TEST(Layout, PairCountsMatchBruteForceOnRandomBatches) {
 TEST(Layout, PairCountsDoNotOverflowAtTrainingScale) {
   // N = 28, P = 32K, R = 2K (design section 4): the N-copy counts exceed the int32 range.
   const int64_t prompt = 32768, response = 2048, copies = 28;
-  const dualkv::Layout layout =
-      dualkv::Layout::from_lengths({prompt}, {std::vector<int64_t>(copies, response)});
+  const dualkv::Layout layout = dualkv::Layout::from_lengths({prompt}, {std::vector<int64_t>(copies, response)});
   const int64_t sequence = prompt + response;
   EXPECT_EQ(layout.ncopy_tokens(), copies * sequence);
   EXPECT_EQ(layout.ncopy_pairs(), copies * (sequence * (sequence + 1) / 2));

@@ -18,17 +18,15 @@ using Offsets = std::vector<int32_t>;
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
-BadCall lengths_case(std::string name, Lengths prompts, ResponseLengths responses,
-                     std::string argument, std::string phrase) {
-  return {std::move(name),
-          [prompts, responses] { dualkv::Layout::from_lengths(prompts, responses); },
+BadCall lengths_case(std::string name, Lengths prompts, ResponseLengths responses, std::string argument,
+                     std::string phrase) {
+  return {std::move(name), [prompts, responses] { dualkv::Layout::from_lengths(prompts, responses); },
           std::move(argument), std::move(phrase)};
 }
 
-BadCall offsets_case(std::string name, Offsets cu_seqlens, Offsets cu_groups,
-                     std::string argument, std::string phrase) {
-  return {std::move(name),
-          [cu_seqlens, cu_groups] { dualkv::Layout::from_offsets(cu_seqlens, cu_groups); },
+BadCall offsets_case(std::string name, Offsets cu_seqlens, Offsets cu_groups, std::string argument,
+                     std::string phrase) {
+  return {std::move(name), [cu_seqlens, cu_groups] { dualkv::Layout::from_offsets(cu_seqlens, cu_groups); },
           std::move(argument), std::move(phrase)};
 }
 
@@ -37,37 +35,28 @@ std::vector<BadCall> bad_layouts() {
       lengths_case("NoGroups", {}, {}, "prompt_lengths", "must not be empty"),
       lengths_case("EmptyPrompt", {3, 0}, {{1}, {1}}, "prompt_lengths[1]", ">= 1"),
       lengths_case("NegativePrompt", {-2}, {{1}}, "prompt_lengths[0]", ">= 1"),
-      lengths_case("ResponseListPerGroup", {3, 2}, {{1}}, "response_lengths",
-                   "one entry per group"),
-      lengths_case("GroupWithoutResponses", {3, 2}, {{1}, {}}, "response_lengths[1]",
-                   "at least one response"),
+      lengths_case("ResponseListPerGroup", {3, 2}, {{1}}, "response_lengths", "one entry per group"),
+      lengths_case("GroupWithoutResponses", {3, 2}, {{1}, {}}, "response_lengths[1]", "at least one response"),
       lengths_case("EmptyResponse", {3, 2}, {{1}, {4, 0}}, "response_lengths[1][1]", ">= 1"),
-      lengths_case("ResponsesOverflowInt32", {kInt32Max - 1}, {{1, 1}}, "response_lengths",
+      lengths_case("ResponsesOverflowInt32", {kInt32Max - 1}, {{1, 1}}, "response_lengths", "int32"),
+      lengths_case("PromptsOverflowInt32", {kInt32Max / 2 + 1, kInt32Max / 2 + 1}, {{1}, {1}}, "prompt_lengths",
                    "int32"),
-      lengths_case("PromptsOverflowInt32", {kInt32Max / 2 + 1, kInt32Max / 2 + 1}, {{1}, {1}},
-                   "prompt_lengths", "int32"),
-      lengths_case("HugeLengthDoesNotWrap", {std::numeric_limits<int64_t>::max()}, {{1}},
-                   "prompt_lengths", "int32"),
+      lengths_case("HugeLengthDoesNotWrap", {std::numeric_limits<int64_t>::max()}, {{1}}, "prompt_lengths", "int32"),
       offsets_case("SeqlensTooShort", {0}, {0, 1}, "cu_seqlens", "at least 2"),
       offsets_case("SeqlensNotFromZero", {1, 3, 5}, {0, 2}, "cu_seqlens[0]", "must be 0"),
       offsets_case("SeqlensDecreasing", {0, 3, 2, 5}, {0, 3}, "cu_seqlens[2]", "increasing"),
       offsets_case("EmptySegment", {0, 3, 3, 5}, {0, 3}, "cu_seqlens[2]", "increasing"),
       offsets_case("GroupsTooShort", {0, 3, 5}, {0}, "cu_groups", "at least 2"),
       offsets_case("GroupsNotFromZero", {0, 3, 5}, {1, 2}, "cu_groups[0]", "must be 0"),
-      offsets_case("GroupsMissSegments", {0, 3, 5, 6}, {0, 2}, "cu_groups[1]",
-                   "number of segments"),
-      offsets_case("GroupWithoutResponse", {0, 3, 5, 6}, {0, 2, 3}, "cu_groups[2]",
-                   "at least one response"),
-      offsets_case("GroupsDecreasing", {0, 3, 5, 6, 8}, {0, 4, 2, 4}, "cu_groups[2]",
-                   "at least one response"),
+      offsets_case("GroupsMissSegments", {0, 3, 5, 6}, {0, 2}, "cu_groups[1]", "number of segments"),
+      offsets_case("GroupWithoutResponse", {0, 3, 5, 6}, {0, 2, 3}, "cu_groups[2]", "at least one response"),
+      offsets_case("GroupsDecreasing", {0, 3, 5, 6, 8}, {0, 4, 2, 4}, "cu_groups[2]", "at least one response"),
   };
 }
 
 class LayoutRule : public ::testing::TestWithParam<BadCall> {};
 
-TEST_P(LayoutRule, IsRejectedNamingArgumentAndRule) {
-  EXPECT_TRUE(rejected_as_expected(GetParam()));
-}
+TEST_P(LayoutRule, IsRejectedNamingArgumentAndRule) { EXPECT_TRUE(rejected_as_expected(GetParam())); }
 
 INSTANTIATE_TEST_SUITE_P(Layout, LayoutRule, ::testing::ValuesIn(bad_layouts()), bad_call_name);
 

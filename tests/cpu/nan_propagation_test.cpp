@@ -47,8 +47,7 @@ int64_t count_nan(const DenseTensor& tensor) {
 
 // Passes iff NaN sits in exactly the same elements of both tensors and the finite elements are
 // close. Some outputs legitimately stay finite (V never reaches the LSE or dV).
-::testing::AssertionResult same_nan_pattern_and_close(const DenseTensor& actual,
-                                                      const DenseTensor& expected) {
+::testing::AssertionResult same_nan_pattern_and_close(const DenseTensor& actual, const DenseTensor& expected) {
   DenseTensor finite_actual = actual, finite_expected = expected;
   for (size_t e = 0; e < expected.values.size(); ++e) {
     const bool expected_nan = std::isnan(expected.values[e]);
@@ -69,10 +68,18 @@ TEST_P(NanPropagation, ReachesExactlyTheDependentOutputs) {
   const NanCase& nan_case = GetParam();
   StridedTensor* poisoned = nullptr;
   switch (nan_case.input) {
-    case PoisonedInput::kQ: poisoned = &problem.q; break;
-    case PoisonedInput::kK: poisoned = &problem.k; break;
-    case PoisonedInput::kV: poisoned = &problem.v; break;
-    case PoisonedInput::kDout: poisoned = &problem.dout; break;
+    case PoisonedInput::kQ:
+      poisoned = &problem.q;
+      break;
+    case PoisonedInput::kK:
+      poisoned = &problem.k;
+      break;
+    case PoisonedInput::kV:
+      poisoned = &problem.v;
+      break;
+    case PoisonedInput::kDout:
+      poisoned = &problem.dout;
+      break;
   }
   poisoned->write(nan_case.token, nan_case.head, 3, std::numeric_limits<double>::quiet_NaN());
 
@@ -87,8 +94,7 @@ TEST_P(NanPropagation, ReachesExactlyTheDependentOutputs) {
     EXPECT_TRUE(same_nan_pattern_and_close(to_dense(problem.out), expected.out)) << "O";
     EXPECT_TRUE(same_nan_pattern_and_close(problem.lse.to_dense(), expected.lse)) << "LSE";
   }
-  const oracle::Gradients expected =
-      oracle::dense_mask_backward(batch, q, k, v, to_dense(problem.dout), scale);
+  const oracle::Gradients expected = oracle::dense_mask_backward(batch, q, k, v, to_dense(problem.dout), scale);
   EXPECT_TRUE(same_nan_pattern_and_close(to_dense(problem.dq), expected.dq)) << "dQ";
   EXPECT_TRUE(same_nan_pattern_and_close(to_dense(problem.dk), expected.dk)) << "dK";
   EXPECT_TRUE(same_nan_pattern_and_close(to_dense(problem.dv), expected.dv)) << "dV";
@@ -98,17 +104,16 @@ TEST_P(NanPropagation, ReachesExactlyTheDependentOutputs) {
   EXPECT_LT(count_nan(expected.dq), static_cast<int64_t>(expected.dq.values.size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Inputs, NanPropagation,
-    ::testing::Values(NanCase{"QueryInResponse", PoisonedInput::kQ, 7, 2},
-                      NanCase{"QueryInPrompt", PoisonedInput::kQ, 1, 0},
-                      NanCase{"KeyInSharedPrompt", PoisonedInput::kK, 2, 1},
-                      NanCase{"KeyInResponse", PoisonedInput::kK, 5, 0},
-                      NanCase{"ValueInSharedPrompt", PoisonedInput::kV, 0, 0},
-                      NanCase{"ValueInSecondGroup", PoisonedInput::kV, 12, 1},
-                      NanCase{"OutputGradientInResponse", PoisonedInput::kDout, 8, 3},
-                      NanCase{"OutputGradientInPrompt", PoisonedInput::kDout, 3, 1}),
-    [](const ::testing::TestParamInfo<NanCase>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Inputs, NanPropagation,
+                         ::testing::Values(NanCase{"QueryInResponse", PoisonedInput::kQ, 7, 2},
+                                           NanCase{"QueryInPrompt", PoisonedInput::kQ, 1, 0},
+                                           NanCase{"KeyInSharedPrompt", PoisonedInput::kK, 2, 1},
+                                           NanCase{"KeyInResponse", PoisonedInput::kK, 5, 0},
+                                           NanCase{"ValueInSharedPrompt", PoisonedInput::kV, 0, 0},
+                                           NanCase{"ValueInSecondGroup", PoisonedInput::kV, 12, 1},
+                                           NanCase{"OutputGradientInResponse", PoisonedInput::kDout, 8, 3},
+                                           NanCase{"OutputGradientInPrompt", PoisonedInput::kDout, 3, 1}),
+                         [](const ::testing::TestParamInfo<NanCase>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace dualkv_test

@@ -24,9 +24,7 @@ void PrintTo(const ScoreRange& range, std::ostream* os) { *os << range.name; }
 
 // fp64 accumulation isolates the storage roundings: fp32 outputs, and in backward the fp32 LSE,
 // whose rounding (|lse| * eps / 2) becomes a relative error of every probability of its row.
-double tolerance(double max_abs_lse) {
-  return 4 * dtype_epsilon(dualkv::DType::kFloat32) * (1.0 + max_abs_lse);
-}
+double tolerance(double max_abs_lse) { return 4 * dtype_epsilon(dualkv::DType::kFloat32) * (1.0 + max_abs_lse); }
 
 class ScoreRanges : public ::testing::TestWithParam<ScoreRange> {};
 
@@ -43,25 +41,23 @@ TEST_P(ScoreRanges, MatchTheOracle) {
   dualkv::backward(problem.layout(), problem.backward_params(dualkv::Accumulation::kFloat64));
 
   const DenseTensor q = to_dense(problem.q), k = to_dense(problem.k), v = to_dense(problem.v);
-  const oracle::ForwardResult expected =
-      oracle::dense_mask_forward(shape.batch, q, k, v, problem.softmax_scale);
+  const oracle::ForwardResult expected = oracle::dense_mask_forward(shape.batch, q, k, v, problem.softmax_scale);
   double max_abs_lse = 0.0;
   for (double value : expected.lse.values) max_abs_lse = std::max(max_abs_lse, std::abs(value));
   const double allowed = tolerance(max_abs_lse);
   EXPECT_TRUE(all_close(to_dense(problem.out), expected.out, allowed)) << "O";
   EXPECT_TRUE(all_close(problem.lse.to_dense(), expected.lse, allowed)) << "LSE";
-  const oracle::Gradients grads = oracle::dense_mask_backward(
-      shape.batch, q, k, v, to_dense(problem.dout), problem.softmax_scale);
+  const oracle::Gradients grads =
+      oracle::dense_mask_backward(shape.batch, q, k, v, to_dense(problem.dout), problem.softmax_scale);
   EXPECT_TRUE(all_close(to_dense(problem.dq), grads.dq, allowed)) << "dQ";
   EXPECT_TRUE(all_close(to_dense(problem.dk), grads.dk, allowed)) << "dK";
   EXPECT_TRUE(all_close(to_dense(problem.dv), grads.dv, allowed)) << "dV";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Scales, ScoreRanges,
-    ::testing::Values(ScoreRange{"Sharp", 40.0f},        // scores in the hundreds
-                      ScoreRange{"Flat", 1e-6f}),        // every visible key weighted alike
-    [](const ::testing::TestParamInfo<ScoreRange>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Scales, ScoreRanges,
+                         ::testing::Values(ScoreRange{"Sharp", 40.0f},  // scores in the hundreds
+                                           ScoreRange{"Flat", 1e-6f}),  // every visible key weighted alike
+                         [](const ::testing::TestParamInfo<ScoreRange>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace dualkv_test

@@ -7,16 +7,14 @@
 namespace dualkv_test::oracle {
 namespace {
 
-void check_shapes(const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
-                  const KeyMask& mask) {
-  const bool consistent = q.tokens == mask.size() && k.tokens == q.tokens &&
-                          v.tokens == q.tokens && k.heads == v.heads && k.heads > 0 &&
-                          q.heads % k.heads == 0 && k.dim == q.dim && v.dim == q.dim;
+void check_shapes(const DenseTensor& q, const DenseTensor& k, const DenseTensor& v, const KeyMask& mask) {
+  const bool consistent = q.tokens == mask.size() && k.tokens == q.tokens && v.tokens == q.tokens &&
+                          k.heads == v.heads && k.heads > 0 && q.heads % k.heads == 0 && k.dim == q.dim &&
+                          v.dim == q.dim;
   if (!consistent) throw std::logic_error("oracle: inconsistent attention shapes");
 }
 
-double dot(const DenseTensor& a, int64_t ta, int64_t ha, const DenseTensor& b, int64_t tb,
-           int64_t hb) {
+double dot(const DenseTensor& a, int64_t ta, int64_t ha, const DenseTensor& b, int64_t tb, int64_t hb) {
   double sum = 0.0;
   for (int64_t i = 0; i < a.dim; ++i) sum += a.at(ta, ha, i) * b.at(tb, hb, i);
   return sum;
@@ -24,8 +22,8 @@ double dot(const DenseTensor& a, int64_t ta, int64_t ha, const DenseTensor& b, i
 
 // Softmax probabilities of one query row over all T keys (0 where masked) and the row's LSE.
 // The max is taken over finite scores only so that a NaN score still poisons the sum.
-double softmax_row(const DenseTensor& q, const DenseTensor& k, const KeyMask& mask, double scale,
-                   int64_t query, int64_t head, int64_t kv_head, std::vector<double>& probs) {
+double softmax_row(const DenseTensor& q, const DenseTensor& k, const KeyMask& mask, double scale, int64_t query,
+                   int64_t head, int64_t kv_head, std::vector<double>& probs) {
   probs.assign(q.tokens, 0.0);
   double max_score = -std::numeric_limits<double>::infinity();
   for (int64_t key = 0; key < q.tokens; ++key) {
@@ -60,8 +58,8 @@ int64_t KeyMask::count_visible() const {
   return count;
 }
 
-ForwardResult masked_attention_forward(const DenseTensor& q, const DenseTensor& k,
-                                       const DenseTensor& v, const KeyMask& mask, double scale) {
+ForwardResult masked_attention_forward(const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
+                                       const KeyMask& mask, double scale) {
   check_shapes(q, k, v, mask);
   const int64_t group_size = q.heads / k.heads;
   ForwardResult result{DenseTensor(q.tokens, q.heads, q.dim), DenseTensor(q.tokens, q.heads, 1)};
@@ -69,8 +67,7 @@ ForwardResult masked_attention_forward(const DenseTensor& q, const DenseTensor& 
   for (int64_t head = 0; head < q.heads; ++head) {
     const int64_t kv_head = head / group_size;
     for (int64_t query = 0; query < q.tokens; ++query) {
-      result.lse.at(query, head, 0) =
-          softmax_row(q, k, mask, scale, query, head, kv_head, probs);
+      result.lse.at(query, head, 0) = softmax_row(q, k, mask, scale, query, head, kv_head, probs);
       for (int64_t key = 0; key < q.tokens; ++key) {
         if (!mask.visible(query, key)) continue;
         for (int64_t i = 0; i < q.dim; ++i) {
@@ -82,9 +79,8 @@ ForwardResult masked_attention_forward(const DenseTensor& q, const DenseTensor& 
   return result;
 }
 
-Gradients masked_attention_backward(const DenseTensor& q, const DenseTensor& k,
-                                    const DenseTensor& v, const DenseTensor& dout,
-                                    const KeyMask& mask, double scale) {
+Gradients masked_attention_backward(const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
+                                    const DenseTensor& dout, const KeyMask& mask, double scale) {
   check_shapes(q, k, v, mask);
   const int64_t group_size = q.heads / k.heads;
   Gradients grads{DenseTensor(q.tokens, q.heads, q.dim), DenseTensor(k.tokens, k.heads, k.dim),

@@ -55,12 +55,11 @@ struct Gradients {
 };
 
 // q: (T, H, d); k, v: (T, Hk, d) with H % Hk == 0; query head h reads kv head h / (H / Hk).
-ForwardResult masked_attention_forward(const DenseTensor& q, const DenseTensor& k,
-                                       const DenseTensor& v, const KeyMask& mask, double scale);
+ForwardResult masked_attention_forward(const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
+                                       const KeyMask& mask, double scale);
 
 // Gradients of sum(out * dout) with respect to q, k and v.
-Gradients masked_attention_backward(const DenseTensor& q, const DenseTensor& k,
-                                    const DenseTensor& v, const DenseTensor& dout,
-                                    const KeyMask& mask, double scale);
+Gradients masked_attention_backward(const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
+                                    const DenseTensor& dout, const KeyMask& mask, double scale);
 
 }  // namespace dualkv_test::oracle

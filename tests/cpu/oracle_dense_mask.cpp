@@ -47,13 +47,13 @@ KeyMask packed_mask(const BatchSpec& batch) {
   return mask;
 }
 
-ForwardResult dense_mask_forward(const BatchSpec& batch, const DenseTensor& q,
-                                 const DenseTensor& k, const DenseTensor& v, double scale) {
+ForwardResult dense_mask_forward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k,
+                                 const DenseTensor& v, double scale) {
   return masked_attention_forward(q, k, v, packed_mask(batch), scale);
 }
 
-Gradients dense_mask_backward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k,
-                              const DenseTensor& v, const DenseTensor& dout, double scale) {
+Gradients dense_mask_backward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
+                              const DenseTensor& dout, double scale) {
   return masked_attention_backward(q, k, v, dout, packed_mask(batch), scale);
 }
 

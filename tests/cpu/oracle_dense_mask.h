@@ -11,10 +11,10 @@ namespace dualkv_test::oracle {
 // q's own segment.
 KeyMask packed_mask(const BatchSpec& batch);
 
-ForwardResult dense_mask_forward(const BatchSpec& batch, const DenseTensor& q,
-                                 const DenseTensor& k, const DenseTensor& v, double scale);
+ForwardResult dense_mask_forward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k,
+                                 const DenseTensor& v, double scale);
 
-Gradients dense_mask_backward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k,
-                              const DenseTensor& v, const DenseTensor& dout, double scale);
+Gradients dense_mask_backward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
+                              const DenseTensor& dout, double scale);
 
 }  // namespace dualkv_test::oracle

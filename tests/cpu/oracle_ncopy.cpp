@@ -16,8 +16,8 @@ DenseTensor gather_rows(const DenseTensor& packed, const std::vector<int64_t>& r
 }
 
 // Writes (or, with accumulate, adds) rows [first, end) of `sequence` into their packed rows.
-void scatter_rows(const DenseTensor& sequence, const std::vector<int64_t>& rows, int64_t first,
-                  bool accumulate, DenseTensor& packed) {
+void scatter_rows(const DenseTensor& sequence, const std::vector<int64_t>& rows, int64_t first, bool accumulate,
+                  DenseTensor& packed) {
   for (int64_t r = first; r < sequence.tokens; ++r) {
     for (int64_t h = 0; h < sequence.heads; ++h) {
       for (int64_t i = 0; i < sequence.dim; ++i) {
@@ -62,8 +62,8 @@ std::vector<CopiedSequence> ncopy_sequences(const BatchSpec& batch) {
   return sequences;
 }
 
-ForwardResult ncopy_forward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k,
-                            const DenseTensor& v, double scale) {
+ForwardResult ncopy_forward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
+                            double scale) {
   ForwardResult packed{DenseTensor(q.tokens, q.heads, q.dim), DenseTensor(q.tokens, q.heads, 1)};
   for (const CopiedSequence& sequence : all_sequences(batch)) {
     const auto& rows = sequence.packed_rows;
@@ -76,8 +76,8 @@ ForwardResult ncopy_forward(const BatchSpec& batch, const DenseTensor& q, const 
   return packed;
 }
 
-Gradients ncopy_backward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k,
-                         const DenseTensor& v, const DenseTensor& dout, double scale) {
+Gradients ncopy_backward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
+                         const DenseTensor& dout, double scale) {
   Gradients packed{DenseTensor(q.tokens, q.heads, q.dim), DenseTensor(k.tokens, k.heads, k.dim),
                    DenseTensor(v.tokens, v.heads, v.dim)};
   for (const CopiedSequence& sequence : all_sequences(batch)) {
@@ -88,9 +88,9 @@ Gradients ncopy_backward(const BatchSpec& batch, const DenseTensor& q, const Den
         for (int64_t i = 0; i < dout.dim; ++i) sequence_dout.at(r, h, i) = 0.0;
       }
     }
-    const Gradients grads = masked_attention_backward(
-        gather_rows(q, rows), gather_rows(k, rows), gather_rows(v, rows), sequence_dout,
-        KeyMask::causal(static_cast<int64_t>(rows.size())), scale);
+    const Gradients grads =
+        masked_attention_backward(gather_rows(q, rows), gather_rows(k, rows), gather_rows(v, rows), sequence_dout,
+                                  KeyMask::causal(static_cast<int64_t>(rows.size())), scale);
     scatter_rows(grads.dq, rows, sequence.scored_from, false, packed.dq);
     scatter_rows(grads.dk, rows, 0, true, packed.dk);
     scatter_rows(grads.dv, rows, 0, true, packed.dv);

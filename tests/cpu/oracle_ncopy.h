@@ -25,10 +25,10 @@ struct CopiedSequence {
 // The N-copy layout proper: [prompt_g; response_i] for every response, in packed order.
 std::vector<CopiedSequence> ncopy_sequences(const BatchSpec& batch);
 
-ForwardResult ncopy_forward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k,
-                            const DenseTensor& v, double scale);
+ForwardResult ncopy_forward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
+                            double scale);
 
-Gradients ncopy_backward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k,
-                         const DenseTensor& v, const DenseTensor& dout, double scale);
+Gradients ncopy_backward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
+                         const DenseTensor& dout, double scale);
 
 }  // namespace dualkv_test::oracle

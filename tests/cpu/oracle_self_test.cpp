@@ -60,10 +60,8 @@ TEST(Oracles, DenseMaskAndNCopyAgree) {
   const oracle::ForwardResult ncopy = oracle::ncopy_forward(p.batch, p.q, p.k, p.v, p.scale);
   EXPECT_TRUE(all_close(ncopy.out, dense.out, kFp64Agreement));
   EXPECT_TRUE(all_close(ncopy.lse, dense.lse, kFp64Agreement));
-  const oracle::Gradients dense_grads =
-      oracle::dense_mask_backward(p.batch, p.q, p.k, p.v, p.dout, p.scale);
-  const oracle::Gradients ncopy_grads =
-      oracle::ncopy_backward(p.batch, p.q, p.k, p.v, p.dout, p.scale);
+  const oracle::Gradients dense_grads = oracle::dense_mask_backward(p.batch, p.q, p.k, p.v, p.dout, p.scale);
+  const oracle::Gradients ncopy_grads = oracle::ncopy_backward(p.batch, p.q, p.k, p.v, p.dout, p.scale);
   EXPECT_TRUE(all_close(ncopy_grads.dq, dense_grads.dq, kFp64Agreement));
   EXPECT_TRUE(all_close(ncopy_grads.dk, dense_grads.dk, kFp64Agreement));
   EXPECT_TRUE(all_close(ncopy_grads.dv, dense_grads.dv, kFp64Agreement));
@@ -94,11 +92,8 @@ TEST(Oracles, PackedMaskFollowsTheDefinition) {
 TEST(Oracles, GradientsMatchCentralDifferences) {
   std::mt19937_64 rng = rng_for_current_test();
   OracleProblem p = random_problem(rng);
-  const oracle::Gradients grads =
-      oracle::dense_mask_backward(p.batch, p.q, p.k, p.v, p.dout, p.scale);
-  auto loss = [&] {
-    return weighted_sum(oracle::dense_mask_forward(p.batch, p.q, p.k, p.v, p.scale).out, p.dout);
-  };
+  const oracle::Gradients grads = oracle::dense_mask_backward(p.batch, p.q, p.k, p.v, p.dout, p.scale);
+  auto loss = [&] { return weighted_sum(oracle::dense_mask_forward(p.batch, p.q, p.k, p.v, p.scale).out, p.dout); };
   auto central_differences = [&](DenseTensor& input) {
     DenseTensor numeric(input.tokens, input.heads, input.dim);
     for (size_t e = 0; e < input.values.size(); ++e) {

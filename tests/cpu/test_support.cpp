@@ -31,8 +31,7 @@ uint64_t fnv1a(const std::string& text) {
 
 std::mt19937_64 rng_for_current_test() {
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string name =
-      info ? std::string(info->test_suite_name()) + "." + info->name() : std::string("no-test");
+  const std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : std::string("no-test");
   return std::mt19937_64(fnv1a(name));
 }
 
@@ -48,16 +47,18 @@ dualkv::Layout make_layout(const BatchSpec& batch) {
 
 double dtype_epsilon(dualkv::DType dtype) {
   switch (dtype) {
-    case dualkv::DType::kFloat32: return std::ldexp(1.0, -23);
-    case dualkv::DType::kFloat16: return std::ldexp(1.0, -10);
-    case dualkv::DType::kBFloat16: return std::ldexp(1.0, -7);
+    case dualkv::DType::kFloat32:
+      return std::ldexp(1.0, -23);
+    case dualkv::DType::kFloat16:
+      return std::ldexp(1.0, -10);
+    case dualkv::DType::kBFloat16:
+      return std::ldexp(1.0, -7);
   }
   return 1.0;
 }
 
 double accumulation_epsilon(dualkv::Accumulation accumulation) {
-  return accumulation == dualkv::Accumulation::kFloat64 ? std::ldexp(1.0, -52)
-                                                        : std::ldexp(1.0, -23);
+  return accumulation == dualkv::Accumulation::kFloat64 ? std::ldexp(1.0, -52) : std::ldexp(1.0, -23);
 }
 
 Storage::Storage(dualkv::DType dtype, int64_t elements)
@@ -71,8 +72,7 @@ double Storage::read(int64_t index) const {
   }
   uint16_t bits;
   std::memcpy(&bits, &bytes_[index * 2], 2);
-  return dtype_ == dualkv::DType::kFloat16 ? dualkv::detail::fp16_to_float(bits)
-                                           : dualkv::detail::bf16_to_float(bits);
+  return dtype_ == dualkv::DType::kFloat16 ? dualkv::detail::fp16_to_float(bits) : dualkv::detail::bf16_to_float(bits);
 }
 
 void Storage::write(int64_t index, double value) {
@@ -83,17 +83,23 @@ void Storage::write(int64_t index, double value) {
     std::memcpy(&bytes_[index * 4], &single, 4);
     return;
   }
-  const uint16_t bits = dtype_ == dualkv::DType::kFloat16 ? dualkv::detail::float_to_fp16(single)
-                                                          : dualkv::detail::float_to_bf16(single);
+  const uint16_t bits =
+      dtype_ == dualkv::DType::kFloat16 ? dualkv::detail::float_to_fp16(single) : dualkv::detail::float_to_bf16(single);
   std::memcpy(&bytes_[index * 2], &bits, 2);
 }
 
 void Storage::poison() {
   for (int64_t i = 0; i < elements_; ++i) {
     switch (dtype_) {
-      case dualkv::DType::kFloat32: std::memcpy(&bytes_[i * 4], &kPoisonFloat32, 4); break;
-      case dualkv::DType::kFloat16: std::memcpy(&bytes_[i * 2], &kPoisonFloat16, 2); break;
-      case dualkv::DType::kBFloat16: std::memcpy(&bytes_[i * 2], &kPoisonBFloat16, 2); break;
+      case dualkv::DType::kFloat32:
+        std::memcpy(&bytes_[i * 4], &kPoisonFloat32, 4);
+        break;
+      case dualkv::DType::kFloat16:
+        std::memcpy(&bytes_[i * 2], &kPoisonFloat16, 2);
+        break;
+      case dualkv::DType::kBFloat16:
+        std::memcpy(&bytes_[i * 2], &kPoisonBFloat16, 2);
+        break;
     }
   }
 }
@@ -108,8 +114,7 @@ bool Storage::is_poison(int64_t index) const {
 
 dualkv::InputTensor StridedTensor::input() const {
   dualkv::InputTensor view;
-  view.data = static_cast<const unsigned char*>(storage->data()) +
-              offset * element_bytes(storage->dtype());
+  view.data = static_cast<const unsigned char*>(storage->data()) + offset * element_bytes(storage->dtype());
   view.dtype = storage->dtype();
   view.tokens = tokens;
   view.heads = heads;
@@ -196,8 +201,7 @@ int64_t LseBuffer::count_padding_written() const {
   return written;
 }
 
-int64_t count_written_outside(const Storage& storage,
-                              const std::vector<const StridedTensor*>& views) {
+int64_t count_written_outside(const Storage& storage, const std::vector<const StridedTensor*>& views) {
   std::vector<bool> inside(storage.elements(), false);
   for (const StridedTensor* view : views) {
     for (int64_t t = 0; t < view->tokens; ++t) {
@@ -213,10 +217,8 @@ int64_t count_written_outside(const Storage& storage,
   return written;
 }
 
-::testing::AssertionResult all_close(const DenseTensor& actual, const DenseTensor& expected,
-                                     double tolerance) {
-  if (actual.tokens != expected.tokens || actual.heads != expected.heads ||
-      actual.dim != expected.dim) {
+::testing::AssertionResult all_close(const DenseTensor& actual, const DenseTensor& expected, double tolerance) {
+  if (actual.tokens != expected.tokens || actual.heads != expected.heads || actual.dim != expected.dim) {
     return ::testing::AssertionFailure() << "shape mismatch";
   }
   double sum_squares = 0.0;
@@ -230,9 +232,8 @@ int64_t count_written_outside(const Storage& storage,
     const double error = std::abs(actual.values[e] - expected.values[e]);
     const double allowed = tolerance * (std::abs(expected.values[e]) + rms);
     // Written so that NaN (in either tensor) lands in the failing branch.
-    const double ratio = std::isfinite(error) && std::isfinite(allowed)
-                             ? error / allowed
-                             : std::numeric_limits<double>::infinity();
+    const double ratio =
+        std::isfinite(error) && std::isfinite(allowed) ? error / allowed : std::numeric_limits<double>::infinity();
     if (!(error <= allowed)) ++failures;
     if (!(ratio <= worst_ratio)) {
       worst_ratio = ratio;
@@ -242,10 +243,9 @@ int64_t count_written_outside(const Storage& storage,
   if (failures == 0) return ::testing::AssertionSuccess();
   const auto per_token = static_cast<size_t>(expected.heads * expected.dim);
   std::ostringstream message;
-  message << failures << " of " << expected.values.size() << " elements out of tolerance "
-          << tolerance << " (rms " << rms << "); worst at token " << worst / per_token
-          << ", head " << (worst % per_token) / expected.dim << ", index "
-          << worst % expected.dim << ": actual " << actual.values[worst] << ", expected "
+  message << failures << " of " << expected.values.size() << " elements out of tolerance " << tolerance << " (rms "
+          << rms << "); worst at token " << worst / per_token << ", head " << (worst % per_token) / expected.dim
+          << ", index " << worst % expected.dim << ": actual " << actual.values[worst] << ", expected "
           << expected.values[worst] << " (" << worst_ratio << "x the allowed error)";
   return ::testing::AssertionFailure() << message.str();
 }

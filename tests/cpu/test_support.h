@@ -63,13 +63,9 @@ struct StridedTensor {
   int64_t token_stride = 0;
   int64_t head_stride = 0;
 
-  int64_t index(int64_t t, int64_t h, int64_t i) const {
-    return offset + t * token_stride + h * head_stride + i;
-  }
+  int64_t index(int64_t t, int64_t h, int64_t i) const { return offset + t * token_stride + h * head_stride + i; }
   double read(int64_t t, int64_t h, int64_t i) const { return storage->read(index(t, h, i)); }
-  void write(int64_t t, int64_t h, int64_t i, double value) {
-    storage->write(index(t, h, i), value);
-  }
+  void write(int64_t t, int64_t h, int64_t i, double value) { storage->write(index(t, h, i), value); }
 
   dualkv::InputTensor input() const;
   dualkv::OutputTensor output() const;
@@ -104,7 +100,6 @@ int64_t count_written_outside(const Storage& storage, const std::vector<const St
 // Passes iff every element satisfies |actual - expected| <= tolerance * (|expected| + rms) with
 // rms the root mean square of `expected`; NaN or infinity anywhere fails. The message locates
 // the worst element.
-::testing::AssertionResult all_close(const DenseTensor& actual, const DenseTensor& expected,
-                                     double tolerance);
+::testing::AssertionResult all_close(const DenseTensor& actual, const DenseTensor& expected, double tolerance);
 
 }  // namespace dualkv_test
