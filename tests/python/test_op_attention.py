@@ -16,7 +16,7 @@ LAYOUTS = {
 }
 HEADS = 8
 KV_HEADS = [8, 2, 1]  # GQA ratios 1, 4, 8
-HEAD_DIM = 16
+HEAD_DIM = 64  # compiled for the CUDA kernels too
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
 

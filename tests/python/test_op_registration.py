@@ -6,7 +6,14 @@ import torch
 
 import dualkv
 
-HEADS, KV_HEADS, HEAD_DIM = 4, 2, 8
+HEADS, KV_HEADS, HEAD_DIM = 4, 2, 64
+# opcheck runs on every device with a kernel; CUDA kernels take 16-bit floats.
+DEVICE_DTYPES = [
+    pytest.param("cpu", torch.float32, id="cpu"),
+    pytest.param(
+        "cuda", torch.bfloat16, id="cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+    ),
+]
 
 
 @pytest.fixture
@@ -19,8 +26,13 @@ def inputs(layout, make_qkv):
     return make_qkv(layout.num_tokens, HEADS, KV_HEADS, HEAD_DIM)
 
 
-def test_opcheck_forward(layout, inputs):
-    q, k, v = inputs
+def on_device(tensors, device, dtype):
+    return tuple(t.detach().to(device, dtype).requires_grad_(t.requires_grad) for t in tensors)
+
+
+@pytest.mark.parametrize("device, dtype", DEVICE_DTYPES)
+def test_opcheck_forward(device, dtype, layout, inputs):
+    q, k, v = on_device(inputs, device, dtype)
     for softmax_scale in (None, 0.5):
         torch.library.opcheck(
             torch.ops.dualkv.attention_forward.default,
@@ -28,10 +40,11 @@ def test_opcheck_forward(layout, inputs):
         )
 
 
-def test_opcheck_backward(layout, inputs, generator):
-    q, k, v = (t.detach() for t in inputs)
+@pytest.mark.parametrize("device, dtype", DEVICE_DTYPES)
+def test_opcheck_backward(device, dtype, layout, inputs, generator):
+    q, k, v = (t.detach() for t in on_device(inputs, device, dtype))
     out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.cu_groups, None, False)
-    dout = torch.randn(out.shape, generator=generator)
+    dout = torch.randn(out.shape, generator=generator).to(device, dtype)
     torch.library.opcheck(
         torch.ops.dualkv.attention_backward.default,
         (dout, q, k, v, out, lse, layout.cu_seqlens, layout.cu_groups, None, True),
