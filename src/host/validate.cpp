@@ -53,6 +53,21 @@ struct Extent {
   const char* stride_name;
 };
 
+// A view's elements must stay addressable: its span in bytes may not pass kMaxSpanBytes.
+constexpr int64_t kMaxSpanBytes = int64_t{1} << 48;
+
+// The span (elements) of the dimensions inside `e` and `e` itself; throws naming e's stride when
+// it would pass kMaxSpanBytes (or overflow int64 on the way).
+int64_t extend_span(const std::string& name, const Extent& e, int64_t inner_span) {
+  int64_t reach = 0;
+  if (__builtin_mul_overflow(e.stride, e.count - 1, &reach) || __builtin_add_overflow(reach, inner_span, &reach) ||
+      reach > kMaxSpanBytes / 4) {
+    throw Error(field(name, e.stride_name), "view spans more than 2^48 bytes: stride " + num(e.stride) + " over " +
+                                                num(e.count) + " entries");
+  }
+  return reach;
+}
+
 // The view must not overlap itself: sorted by stride, each stride reaches past the span of the
 // dimensions inside it. Dimensions of extent 1 have no meaningful stride and are skipped.
 void check_strides(const std::string& name, std::vector<Extent> extents) {
@@ -69,7 +84,7 @@ void check_strides(const std::string& name, std::vector<Extent> extents) {
                                                    " is shorter than the " + num(inner_span) +
                                                    " elements of the dimensions inside it");
     }
-    inner_span = e.stride * (e.count - 1) + inner_span;
+    inner_span = extend_span(name, e, inner_span);
   }
 }
 
@@ -121,6 +136,7 @@ void check_lse(const std::string& name, const LseTensor<Pointer>& lse, int64_t t
   if (heads > 1 && lse.head_stride < tokens) {
     throw Error(field(name, "head_stride"), "must be >= lse.tokens (" + num(tokens) + "), got " + num(lse.head_stride));
   }
+  extend_span(name, {lse.head_stride, heads, "head_stride"}, tokens);
 }
 
 // Memory of one tensor as rows of bytes: `rows` rows `row_stride` apart, each covering

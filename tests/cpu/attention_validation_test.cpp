@@ -114,6 +114,13 @@ void add_tensor_rules(std::vector<AttentionRule>& rules, const std::string& name
         t.token_stride = t.heads * t.head_stride - 1;
       },
       name + ".token_stride", "overlap");
+  // Strides so large that element addresses would wrap around must not be accepted.
+  add(
+      "TokenStrideBeyondAddressSpace", [member](Params& p) { (p.*member).token_stride = int64_t{1} << 62; },
+      name + ".token_stride", "2^48");
+  add(
+      "HeadStrideBeyondAddressSpace", [member](Params& p) { (p.*member).head_stride = int64_t{1} << 61; },
+      name + ".head_stride", "2^48");
 
   // Changing the head count keeps the view itself well formed, so only the head rule breaks.
   auto set_heads = [member](int64_t heads) {
@@ -182,6 +189,9 @@ void add_lse_rules(std::vector<AttentionRule>& rules, Lse Params::*member) {
       "lse.device", "match");
   add(
       "HeadStrideBelowTokens", [member](Params& p) { (p.*member).head_stride -= 1; }, "lse.head_stride", "lse.tokens");
+  add(
+      "HeadStrideBeyondAddressSpace", [member](Params& p) { (p.*member).head_stride = int64_t{1} << 62; },
+      "lse.head_stride", "2^48");
 }
 
 template <typename Params>

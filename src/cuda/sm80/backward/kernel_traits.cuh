@@ -59,23 +59,22 @@ struct BackwardTraits {
   static constexpr int kQueryBlock = kShape.query_block;
   static constexpr int kKvWarps = kKeyBlock / 16;
   static constexpr int kKvThreads = kKvWarps * 32;
-  // S^T, dP^T, dV, dK: warps stacked along the key rows, so each warp's P^T and dS^T rows are
-  // exactly the A-operand rows it needs for dV and dK (no shared-memory round trip).
-  using KvMma = TiledMMA<MmaAtom, cute::Layout<Shape<Int<kKvWarps>, _1, _1>>,
-                         Tile<Int<16 * kKvWarps>, _16, _16>>;
-  // dQ = dS K: (kQueryBlock x kHeadDim) over the same threads.
-  static constexpr int kDqWarpsM = kQueryBlock / 16;
-  static constexpr int kDqWarpsN = kKvWarps / kDqWarpsM;
-  using KvDqMma = TiledMMA<MmaAtom, cute::Layout<Shape<Int<kDqWarpsM>, Int<kDqWarpsN>, _1>>,
-                           Tile<Int<16 * kDqWarpsM>, Int<16 * kDqWarpsN>, _16>>;
+  // Every GEMM of the KV-major kernel (S^T, dP^T: key x query; dV, dK: key x d; dQ: query x d)
+  // uses one 2-D warp grid, 2 warps along the second dimension: each warp then reads half of the
+  // B operand per k-slice, which keeps operand fragments small next to the dK/dV accumulators.
+  static constexpr int kKvWarpsN = 2;
+  static constexpr int kKvWarpsM = kKvWarps / kKvWarpsN;
+  using KvMma = TiledMMA<MmaAtom, cute::Layout<Shape<Int<kKvWarpsM>, Int<kKvWarpsN>, _1>>,
+                         Tile<Int<16 * kKvWarpsM>, Int<16 * kKvWarpsN>, _16>>;
 
   using SmemKey = SwizzledRowMajor<kKeyBlock, kHeadDim>;
   using SmemKeyT = TransposedView<SmemKey, kKeyBlock, kHeadDim>;
   using SmemQuery = SwizzledRowMajor<kQueryBlock, kHeadDim>;
   using SmemQueryT = TransposedView<SmemQuery, kQueryBlock, kHeadDim>;
-  // dS^T is stored (key, query); the dQ GEMM reads it as (query, key).
-  using SmemDsT = SwizzledRowMajor<kKeyBlock, kQueryBlock>;
-  using SmemDs = TransposedView<SmemDsT, kKeyBlock, kQueryBlock>;
+  // P^T and dS^T are stored (key, query): the A operands of dV and dK. The dQ GEMM reads dS^T
+  // as (query, key).
+  using SmemScoreT = SwizzledRowMajor<kKeyBlock, kQueryBlock>;
+  using SmemScore = TransposedView<SmemScoreT, kKeyBlock, kQueryBlock>;
   using KvTileCopy = RowTileCopy<Element, kKvThreads, kHeadDim>;
 
   // ---- deterministic dQ kernel ----
@@ -91,7 +90,9 @@ struct BackwardTraits {
   using DqTileCopy = RowTileCopy<Element, kDqThreads, kHeadDim>;
 
   static_assert(kKeyBlock % kQueryBlock == 0, "query tiles must align with key tiles");
-  static_assert(kKvWarps % kDqWarpsM == 0, "dQ warp grid must use every warp");
+  static_assert(kKeyBlock % (16 * kKvWarpsM) == 0 && kQueryBlock % (16 * kKvWarpsN) == 0 &&
+                    kQueryBlock % (16 * kKvWarpsM) == 0,
+                "the warp grid tiles every KV-major GEMM");
   static_assert(kQueryBlock % 16 == 0 && kDqKeyBlock % 16 == 0, "MMA K is 16");
 };
 

@@ -7,17 +7,17 @@
 // tile: its own response's query tiles from the key tile on -- so dK and dV live in fp32
 // registers for the whole walk: no expanded GQA buffers and no dK/dV atomics.
 //
-// Warp roles: kKvWarps warps (kKeyBlock / 16), each owns 16 key rows of S^T = K Q^T,
-// dP^T = V dO^T, dV += P^T dO and dK += dS^T Q; P^T and dS^T feed the last two GEMMs straight
-// from registers. The dQ GEMM (dQ = dS K, atomic mode) uses a (query x head_dim) warp grid and
-// reads dS from shared memory.
+// Warp roles: kKvWarps warps (kKeyBlock / 16) in one (kKvWarpsM x 2) grid for every GEMM:
+// S^T = K Q^T and dP^T = V dO^T (key x query), then dV += P^T dO and dK += dS^T Q (key x d), then
+// (atomic mode) dQ = dS K (query x d). P^T and dS^T pass through shared memory between the GEMMs,
+// so no warp needs a whole head_dim-wide operand slice in registers.
 //
 // Pipeline: K, V are loaded once; Q, dO, LSE and D of the next (query tile, head) are fetched
 // with cp.async into the other of two stages while the current one is computed.
 //
-// Shared memory: K, V [kKeyBlock x d]; Q, dO [2 stages][kQueryBlock x d]; dS^T
-// [kKeyBlock x kQueryBlock] (atomic mode only); LSE, D [2 stages][kQueryBlock] fp32. 16-bit tiles
-// use the 8x64 Swizzle<3,3,3> atom.
+// Shared memory: K, V [kKeyBlock x d]; Q, dO [2 stages][kQueryBlock x d]; P^T, dS^T
+// [kKeyBlock x kQueryBlock]; LSE, D [2 stages][kQueryBlock] fp32. 16-bit tiles use the 8x64
+// Swizzle<3,3,3> atom.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -40,7 +40,8 @@ struct KvSharedStorage {
   alignas(128) Element v[kKeyElems];
   alignas(128) Element q[2][kQueryElems];
   alignas(128) Element dout[2][kQueryElems];
-  alignas(128) Element ds[kAccumulateDq ? Traits::kKeyBlock * Traits::kQueryBlock : 8];
+  alignas(128) Element p_t[Traits::kKeyBlock * Traits::kQueryBlock];
+  alignas(128) Element ds_t[Traits::kKeyBlock * Traits::kQueryBlock];
   alignas(16) float lse[2][Traits::kQueryBlock];
   alignas(16) float delta[2][Traits::kQueryBlock];
 };
@@ -140,10 +141,16 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
   auto load_b = make_tiled_copy_B(typename Traits::LoadA{}, mma);
   auto load_b_transposed = make_tiled_copy_B(typename Traits::LoadTransposed{}, mma);
 
+  auto load_a_transposed = make_tiled_copy_A(typename Traits::LoadTransposed{}, mma);
+  auto store_score = make_tiled_copy_C(typename Traits::StorePair{}, mma);
+  auto thr_store = store_score.get_thread_slice(tid);
+
   Tensor tSsK = load_a.get_thread_slice(tid).partition_S(sK);
   Tensor tSsV = load_a.get_thread_slice(tid).partition_S(sV);
   Tensor tSrK = thr_mma.partition_fragment_A(sK);
-  Tensor tSrV = thr_mma.partition_fragment_A(sV);
+  Tensor sPt = make_tensor(make_smem_ptr(smem.p_t), typename Traits::SmemScoreT{});
+  Tensor sdSt = make_tensor(make_smem_ptr(smem.ds_t), typename Traits::SmemScoreT{});
+  Tensor tGrA = thr_mma.partition_fragment_A(sPt);
 
   Tensor acc_dk = partition_fragment_C(mma, Shape<Int<kN>, Int<kD>>{});
   Tensor acc_dv = partition_fragment_C(mma, Shape<Int<kN>, Int<kD>>{});
@@ -169,8 +176,8 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
     Tensor sdO = make_tensor(make_smem_ptr(smem.dout[stage]), typename Traits::SmemQuery{});
     Tensor sQt = make_tensor(make_smem_ptr(smem.q[stage]), typename Traits::SmemQueryT{});
     Tensor sdOt = make_tensor(make_smem_ptr(smem.dout[stage]), typename Traits::SmemQueryT{});
-    Tensor sQtFlat =
-        make_tensor(make_smem_ptr(smem.q[stage]), get_nonswizzle_portion(typename Traits::SmemQueryT{}));
+    Tensor sQtFlat = make_tensor(make_smem_ptr(smem.q[stage]),
+                                 get_nonswizzle_portion(typename Traits::SmemQueryT{}));
 
     // S^T = K Q^T and dP^T = V dO^T, (key, query).
     Tensor acc_s = partition_fragment_C(mma, Shape<Int<kN>, Int<kM>>{});
@@ -182,7 +189,7 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
       Tensor tSsQ = load_b.get_thread_slice(tid).partition_S(sQ);
       gemm_smem_smem(mma, acc_s, tSrK, tSrQ, tSsK, tSsQ, load_a, load_b);
       Tensor tSsdO = load_b.get_thread_slice(tid).partition_S(sdO);
-      gemm_smem_smem(mma, acc_dp, tSrV, tSrQ, tSsV, tSsdO, load_a, load_b);
+      gemm_smem_smem(mma, acc_dp, tSrK, tSrQ, tSsV, tSsdO, load_a, load_b);
     }
 
     // P^T = exp(scale * S^T - LSE) and dS^T = P^T * (dP^T - D), masked. The causal mask applies
@@ -204,47 +211,37 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
       acc_dp(i) = visible ? prob * (acc_dp(i) - delta[m]) : 0.f;
       acc_s(i) = prob;
     }
-    Tensor p_t = convert_fragment<Element>(acc_s);
-    Tensor ds_t = convert_fragment<Element>(acc_dp);
-    Tensor p_t_a = make_tensor(p_t.data(), accumulator_as_a_operand(p_t.layout()));
-    Tensor ds_t_a = make_tensor(ds_t.data(), accumulator_as_a_operand(ds_t.layout()));
+    copy(store_score, thr_store.retile_S(convert_fragment<Element>(acc_s)), thr_store.partition_D(sPt));
+    copy(store_score, thr_store.retile_S(convert_fragment<Element>(acc_dp)),
+         thr_store.partition_D(sdSt));
+    __syncthreads();
 
     // dV += P^T dO and dK += dS^T Q, B operands read transposed from the (query, d) tiles.
     {
       Tensor tBr = thr_mma.partition_fragment_B(sQtFlat);
-      Tensor tBsdO = load_b_transposed.get_thread_slice(tid).partition_S(sdOt);
-      gemm_reg_smem(mma, acc_dv, p_t_a, tBr, tBsdO, load_b_transposed);
-      Tensor tBsQ = load_b_transposed.get_thread_slice(tid).partition_S(sQt);
-      gemm_reg_smem(mma, acc_dk, ds_t_a, tBr, tBsQ, load_b_transposed);
+      auto load_b_slice = load_b_transposed.get_thread_slice(tid);
+      gemm_smem_smem(mma, acc_dv, tGrA, tBr, load_a.get_thread_slice(tid).partition_S(sPt),
+                     load_b_slice.partition_S(sdOt), load_a, load_b_transposed);
+      gemm_smem_smem(mma, acc_dk, tGrA, tBr, load_a.get_thread_slice(tid).partition_S(sdSt),
+                     load_b_slice.partition_S(sQt), load_a, load_b_transposed);
     }
 
     if constexpr (kAccumulateDq) {
-      // dQ += scale * dS K: dS^T goes through shared memory to reach the (query, d) warp grid.
-      auto store_ds = make_tiled_copy_C(typename Traits::StorePair{}, mma);
-      auto thr_store = store_ds.get_thread_slice(tid);
-      Tensor sdsT = make_tensor(make_smem_ptr(smem.ds), typename Traits::SmemDsT{});
-      copy(store_ds, thr_store.retile_S(ds_t), thr_store.partition_D(sdsT));
-      __syncthreads();
-
-      typename Traits::KvDqMma dq_mma;
-      auto thr_dq = dq_mma.get_thread_slice(tid);
-      auto load_a_transposed = make_tiled_copy_A(typename Traits::LoadTransposed{}, dq_mma);
-      auto load_b_dq = make_tiled_copy_B(typename Traits::LoadTransposed{}, dq_mma);
-      Tensor sds = make_tensor(make_smem_ptr(smem.ds), typename Traits::SmemDs{});
-      Tensor sdsFlat =
-          make_tensor(make_smem_ptr(smem.ds), get_nonswizzle_portion(typename Traits::SmemDs{}));
+      // dQ += scale * dS K, dS read transposed from the stored dS^T.
+      Tensor sdS = make_tensor(make_smem_ptr(smem.ds_t), typename Traits::SmemScore{});
+      Tensor sdSFlat = make_tensor(make_smem_ptr(smem.ds_t),
+                                   get_nonswizzle_portion(typename Traits::SmemScore{}));
       Tensor sKt = make_tensor(make_smem_ptr(smem.k), typename Traits::SmemKeyT{});
       Tensor sKtFlat =
           make_tensor(make_smem_ptr(smem.k), get_nonswizzle_portion(typename Traits::SmemKeyT{}));
-      Tensor acc_dq = partition_fragment_C(dq_mma, Shape<Int<kM>, Int<kD>>{});
+      Tensor acc_dq = partition_fragment_C(mma, Shape<Int<kM>, Int<kD>>{});
       clear(acc_dq);
-      Tensor tArds = thr_dq.partition_fragment_A(sdsFlat);
-      Tensor tBrK = thr_dq.partition_fragment_B(sKtFlat);
-      gemm_smem_smem(dq_mma, acc_dq, tArds, tBrK,
-                     load_a_transposed.get_thread_slice(tid).partition_S(sds),
-                     load_b_dq.get_thread_slice(tid).partition_S(sKt), load_a_transposed,
-                     load_b_dq);
-      Tensor dq_coords = thr_dq.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kD>>{}));
+      Tensor tArdS = thr_mma.partition_fragment_A(sdSFlat);
+      Tensor tBrK = thr_mma.partition_fragment_B(sKtFlat);
+      gemm_smem_smem(mma, acc_dq, tArdS, tBrK, load_a_transposed.get_thread_slice(tid).partition_S(sdS),
+                     load_b_transposed.get_thread_slice(tid).partition_S(sKt), load_a_transposed,
+                     load_b_transposed);
+      Tensor dq_coords = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kD>>{}));
       float* dq_rows = p.dq_accum + (int64_t{step.begin} * p.heads + step.head) * kD;
       CUTE_UNROLL
       for (int i = 0; i < size(acc_dq); ++i) {
@@ -255,7 +252,7 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
         }
       }
     }
-    __syncthreads();  // the next step's prefetch overwrites this stage (and dS)
+    __syncthreads();  // the next step's prefetch overwrites this stage, and P^T / dS^T
     if (!has_next) break;
     step = next;
     stage ^= 1;
