@@ -173,11 +173,26 @@ class BackwardPass {
   }
 
   // dK and dV of one key block of a kv head, summed over the query heads that read it.
+  // A prompt key collects terms from the prompt and every response (P + N*R queries per head),
+  // so a single running fp32 sum would lose digits as it grows: terms are summed in Acc over
+  // kFlushSteps tiles at a time and those partial sums are added in double.
   void key_value_gradient(int64_t kv_head, const TokenBlock& block) const {
+    constexpr int kFlushSteps = 16;
     const TokenRange queries = cpu::queries_seeing(layout_, block);
     const size_t block_values = static_cast<size_t>((block.end - block.begin) * head_dim_);
     std::vector<Acc> dk(block_values, Acc(0));
     std::vector<Acc> dv(block_values, Acc(0));
+    std::vector<double> dk_total(block_values, 0.0);
+    std::vector<double> dv_total(block_values, 0.0);
+    auto flush = [&] {
+      for (size_t i = 0; i < block_values; ++i) {
+        dk_total[i] += dk[i];
+        dv_total[i] += dv[i];
+      }
+      std::fill(dk.begin(), dk.end(), Acc(0));
+      std::fill(dv.begin(), dv.end(), Acc(0));
+    };
+    int steps = 0;
     for (const QueryHead<Acc>& staged : group_) {
       cpu::walk_key_block(queries, block, [&](const cpu::KeyTileStep& step) {
         const Acc* key_rows[kRowTile];
@@ -205,7 +220,13 @@ class BackwardPass {
           cpu::add_weighted_rows(score_gradients + begin, end - begin, staged.queries.row(step.query + begin),
                                  head_dim_, head_dim_, &dk[row]);
         }
+        if (++steps % kFlushSteps == 0) flush();
       });
+    }
+    flush();
+    for (size_t i = 0; i < block_values; ++i) {
+      dk[i] = static_cast<Acc>(dk_total[i]);
+      dv[i] = static_cast<Acc>(dv_total[i]);
     }
     for (int32_t key = block.begin; key < block.end; ++key) {
       const size_t row = static_cast<size_t>((key - block.begin) * head_dim_);
