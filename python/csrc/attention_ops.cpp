@@ -26,8 +26,7 @@ ExecutionOptions execution_options(void* stream) {
 // allocator, not a raw cudaMalloc per call, serves it.
 at::Tensor attach_workspace(size_t bytes, const at::Device& device, ExecutionOptions& options) {
   if (bytes == 0) return {};
-  at::Tensor workspace = at::empty({static_cast<int64_t>(bytes)},
-                                   at::TensorOptions().dtype(at::kByte).device(device));
+  at::Tensor workspace = at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte).device(device));
   options.workspace = workspace.mutable_data_ptr();
   options.workspace_bytes = bytes;
   return workspace;
@@ -35,12 +34,9 @@ at::Tensor attach_workspace(size_t bytes, const at::Device& device, ExecutionOpt
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k,
-                                                     const at::Tensor& v,
-                                                     const at::Tensor& cu_seqlens,
-                                                     const at::Tensor& cu_groups,
-                                                     std::optional<double> softmax_scale,
-                                                     void* stream) {
+std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                     const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
+                                                     std::optional<double> softmax_scale, void* stream) {
   return translate_errors([&] {
     const Layout layout = layout_from_tensors(cu_seqlens, cu_groups);
     const at::Tensor q_in = in_viewable_layout(q);
@@ -66,10 +62,9 @@ std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const 
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
-    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const at::Tensor& out, const at::Tensor& lse, const at::Tensor& cu_seqlens,
-    const at::Tensor& cu_groups, std::optional<double> softmax_scale, bool deterministic,
-    void* stream) {
+    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+    const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
+    std::optional<double> softmax_scale, bool deterministic, void* stream) {
   return translate_errors([&] {
     const Layout layout = layout_from_tensors(cu_seqlens, cu_groups);
     const at::Tensor dout_in = in_viewable_layout(dout);

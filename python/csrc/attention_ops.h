@@ -15,20 +15,16 @@ namespace dualkv::torch_binding {
 //                           float? softmax_scale, bool deterministic) -> (Tensor out, Tensor lse)
 // `deterministic` does not affect the forward pass; it is an argument so that the autograd
 // formula registered in Python can hand it to the backward operator.
-std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k,
-                                                     const at::Tensor& v,
-                                                     const at::Tensor& cu_seqlens,
-                                                     const at::Tensor& cu_groups,
-                                                     std::optional<double> softmax_scale,
-                                                     void* stream);
+std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                     const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
+                                                     std::optional<double> softmax_scale, void* stream);
 
 // Schema: attention_backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse,
 //                            Tensor cu_seqlens, Tensor cu_groups, float? softmax_scale,
 //                            bool deterministic) -> (Tensor dq, Tensor dk, Tensor dv)
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
-    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const at::Tensor& out, const at::Tensor& lse, const at::Tensor& cu_seqlens,
-    const at::Tensor& cu_groups, std::optional<double> softmax_scale, bool deterministic,
-    void* stream);
+    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+    const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
+    std::optional<double> softmax_scale, bool deterministic, void* stream);
 
 }  // namespace dualkv::torch_binding

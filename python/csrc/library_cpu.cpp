@@ -10,21 +10,19 @@
 namespace dualkv::torch_binding {
 namespace {
 
-std::tuple<at::Tensor, at::Tensor> attention_forward_cpu(const at::Tensor& q, const at::Tensor& k,
-                                                         const at::Tensor& v,
-                                                         const at::Tensor& cu_seqlens,
-                                                         const at::Tensor& cu_groups,
+std::tuple<at::Tensor, at::Tensor> attention_forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                         const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
                                                          std::optional<double> softmax_scale,
                                                          bool /*deterministic: backward only*/) {
   return attention_forward(q, k, v, cu_seqlens, cu_groups, softmax_scale, /*stream=*/nullptr);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cpu(
-    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const at::Tensor& out, const at::Tensor& lse, const at::Tensor& cu_seqlens,
-    const at::Tensor& cu_groups, std::optional<double> softmax_scale, bool deterministic) {
-  return attention_backward(dout, q, k, v, out, lse, cu_seqlens, cu_groups, softmax_scale,
-                            deterministic, /*stream=*/nullptr);
+    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+    const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
+    std::optional<double> softmax_scale, bool deterministic) {
+  return attention_backward(dout, q, k, v, out, lse, cu_seqlens, cu_groups, softmax_scale, deterministic,
+                            /*stream=*/nullptr);
 }
 
 }  // namespace

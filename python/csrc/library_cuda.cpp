@@ -20,10 +20,8 @@ std::optional<c10::Device> cuda_device_of(const at::Tensor& q) {
 
 void* current_stream() { return at::cuda::getCurrentCUDAStream().stream(); }
 
-std::tuple<at::Tensor, at::Tensor> attention_forward_cuda(const at::Tensor& q, const at::Tensor& k,
-                                                          const at::Tensor& v,
-                                                          const at::Tensor& cu_seqlens,
-                                                          const at::Tensor& cu_groups,
+std::tuple<at::Tensor, at::Tensor> attention_forward_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                          const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
                                                           std::optional<double> softmax_scale,
                                                           bool /*deterministic: backward only*/) {
   const c10::cuda::OptionalCUDAGuard device_guard(cuda_device_of(q));
@@ -31,12 +29,12 @@ std::tuple<at::Tensor, at::Tensor> attention_forward_cuda(const at::Tensor& q, c
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cuda(
-    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const at::Tensor& out, const at::Tensor& lse, const at::Tensor& cu_seqlens,
-    const at::Tensor& cu_groups, std::optional<double> softmax_scale, bool deterministic) {
+    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+    const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
+    std::optional<double> softmax_scale, bool deterministic) {
   const c10::cuda::OptionalCUDAGuard device_guard(cuda_device_of(q));
-  return attention_backward(dout, q, k, v, out, lse, cu_seqlens, cu_groups, softmax_scale,
-                            deterministic, current_stream());
+  return attention_backward(dout, q, k, v, out, lse, cu_seqlens, cu_groups, softmax_scale, deterministic,
+                            current_stream());
 }
 
 }  // namespace

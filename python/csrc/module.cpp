@@ -15,9 +15,8 @@
 namespace dualkv::torch_binding {
 namespace {
 
-std::pair<at::Tensor, at::Tensor> offsets_from_lengths(
-    const std::vector<int64_t>& prompt_lengths,
-    const std::vector<std::vector<int64_t>>& response_lengths) {
+std::pair<at::Tensor, at::Tensor> offsets_from_lengths(const std::vector<int64_t>& prompt_lengths,
+                                                       const std::vector<std::vector<int64_t>>& response_lengths) {
   return layout_to_tensors(Layout::from_lengths(prompt_lengths, response_lengths));
 }
 
@@ -34,7 +33,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("offsets_from_lengths", &offsets_from_lengths, pybind11::arg("prompt_lengths"),
         pybind11::arg("response_lengths"),
         "(cu_seqlens, cu_groups) as int32 CPU tensors; raises ValueError on an invalid layout");
-  m.def("validate_offsets", &validate_offsets, pybind11::arg("cu_seqlens"),
-        pybind11::arg("cu_groups"), "Raises ValueError unless the offsets form a valid layout");
+  m.def("validate_offsets", &validate_offsets, pybind11::arg("cu_seqlens"), pybind11::arg("cu_groups"),
+        "Raises ValueError unless the offsets form a valid layout");
   m.def("cuda_compiled", &dualkv::cuda_compiled, "Whether this build contains the CUDA kernels");
 }

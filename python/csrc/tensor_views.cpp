@@ -1,6 +1,7 @@
 #include "tensor_views.h"
 
 #include <ATen/ops/empty.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -19,8 +20,8 @@ DType dtype_of(const at::Tensor& tensor, const char* name) {
     case at::kBFloat16:
       return DType::kBFloat16;
     default:
-      throw Error(name, std::string("dtype must be float32, float16 or bfloat16, got ") +
-                            c10::toString(tensor.scalar_type()));
+      throw Error(
+          name, std::string("dtype must be float32, float16 or bfloat16, got ") + c10::toString(tensor.scalar_type()));
   }
 }
 
@@ -33,8 +34,8 @@ Device device_of(const at::Tensor& tensor, const char* name) {
 
 void require_dim(const at::Tensor& tensor, const char* name, int64_t dim, const char* shape) {
   if (tensor.dim() != dim) {
-    throw Error(name, std::string("must have ") + std::to_string(dim) + " dimensions " + shape +
-                          ", got " + std::to_string(tensor.dim()));
+    throw Error(name, std::string("must have ") + std::to_string(dim) + " dimensions " + shape + ", got " +
+                          std::to_string(tensor.dim()));
   }
 }
 

@@ -189,3 +189,23 @@ def test_nan_propagates_to_exactly_the_queries_that_see_it(make_qkv):
     )
     assert expected_out.isnan().any() and not expected_out.isnan().all()
     assert torch.equal(out.isnan(), expected_out.isnan())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_deterministic_backward_is_bitwise_reproducible(device, generator):
+    """Long enough segments that the CUDA backward splits every key range over many tiles, where
+    an unordered reduction would show."""
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    layout = dualkv.Layout.from_lengths([300, 40], [[200, 150, 1], [90]])
+    q, k, v = (
+        torch.randn(layout.num_tokens, heads, HEAD_DIM, generator=generator).to(device, dtype).requires_grad_()
+        for heads in (HEADS, 2, 2)
+    )
+    dout = torch.randn(q.shape, generator=generator).to(device, dtype)
+    runs = []
+    for _ in range(2):
+        q.grad = k.grad = v.grad = None
+        dualkv.attention(q, k, v, layout, deterministic=True).backward(dout)
+        runs.append((q.grad, k.grad, v.grad))
+    for first, second in zip(*runs):
+        assert torch.equal(first, second)

@@ -66,12 +66,15 @@ def _loss_and_grads(function, q, k, v, layout):
 def _attention_loss(q, k, v, layout):
     # Surrounding torch ops on both sides, so the op sits inside a larger traced graph.
     out = dualkv.attention(q * 1.5, k, v, layout, softmax_scale=0.25)
-    return (out.float().square() * torch.arange(out.shape[1], dtype=out.dtype)[None, :, None]).sum()
+    head_weights = torch.arange(out.shape[1], dtype=torch.float32, device=out.device)
+    return (out.float().square() * head_weights[None, :, None]).sum()
 
 
+@pytest.mark.parametrize("device, dtype", DEVICE_DTYPES)
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_compile_fullgraph_matches_eager(backend, layout, inputs):
+def test_compile_fullgraph_matches_eager(backend, device, dtype, layout, inputs):
     torch._dynamo.reset()
+    inputs = on_device(inputs, device, dtype)
     compiled = torch.compile(_attention_loss, fullgraph=True, backend=backend)
     expected = _loss_and_grads(_attention_loss, *inputs, layout)
     actual = _loss_and_grads(compiled, *inputs, layout)
