@@ -26,8 +26,8 @@
 namespace dualkv::detail {
 
 // Tile shapes per head dimension. The KV-major kernel keeps a (key_block x head_dim) dK and dV
-// tile in fp32 registers: key_block / 16 warps, one 16-row MMA slab each. The dQ kernel keeps a
-// (dq_query_block x head_dim) dQ tile: dq_query_block / 16 warps.
+// tile in fp32 registers over key_block / 16 warps (a (key_block / 32) x 2 warp grid). The dQ
+// kernel keeps a (dq_query_block x head_dim) dQ tile: dq_query_block / 16 warps, 16 rows each.
 struct BackwardTileShape {
   int head_dim;
   int key_block;       // KV-major kernel: keys per work item

@@ -140,10 +140,12 @@ TEST(BackwardPlan, TileShapesFitTheKernels) {
     EXPECT_EQ(find_backward_tile_shape(shape.head_dim), &shape);
     EXPECT_EQ(shape.head_dim % 64, 0) << "the shared-memory swizzle atom spans 64 columns";
     EXPECT_EQ(shape.key_block % shape.query_block, 0) << "query tiles line up with key tiles";
-    EXPECT_EQ(shape.key_block % 16, 0);
-    EXPECT_LE(shape.key_block / 16, 16) << "one warp per 16 key rows, at most 512 threads";
-    EXPECT_EQ(shape.query_block % 16, 0);
-    EXPECT_EQ((shape.key_block / 16) % (shape.query_block / 16), 0) << "dQ warp grid uses every warp";
+    // KV-major kernel: key_block / 16 warps in a (key_block / 32) x 2 grid shared by every GEMM
+    // (key x query, key x d, query x d), each warp covering 16 x 16 per MMA tile.
+    EXPECT_EQ(shape.key_block % 32, 0);
+    EXPECT_LE(shape.key_block / 16, 16) << "at most 512 threads";
+    EXPECT_EQ(shape.query_block % 32, 0) << "two warp columns over the query tile";
+    EXPECT_EQ(shape.query_block % (shape.key_block / 2), 0) << "dQ rows use the same warp grid";
     EXPECT_EQ(shape.dq_query_block % 16, 0);
     EXPECT_EQ(shape.dq_key_block % 16, 0);
   }

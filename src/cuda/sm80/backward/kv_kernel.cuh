@@ -31,7 +31,7 @@ namespace dualkv::sm80 {
 
 using namespace cute;
 
-template <typename Traits, bool kAccumulateDq>
+template <typename Traits>
 struct KvSharedStorage {
   using Element = typename Traits::Element;
   static constexpr int kKeyElems = Traits::kKeyBlock * Traits::kHeadDim;
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
   constexpr int kN = Traits::kKeyBlock;
   constexpr int kM = Traits::kQueryBlock;
   constexpr int kD = Traits::kHeadDim;
-  using Storage = KvSharedStorage<Traits, kAccumulateDq>;
+  using Storage = KvSharedStorage<Traits>;
   extern __shared__ __align__(128) unsigned char shared_bytes[];
   Storage& smem = *reinterpret_cast<Storage*>(shared_bytes);
   const int tid = threadIdx.x;

@@ -42,13 +42,13 @@ void run_backward(const BackwardParams& params) {
   const int kv_blocks = params.num_key_tiles * params.kv_heads;
   if (accumulate_dq) {
     launch_with_shared_memory(backward_kv_kernel<Traits, true>, "backward_kv_kernel", kv_blocks,
-                              Traits::kKvThreads, sizeof(KvSharedStorage<Traits, true>), stream,
+                              Traits::kKvThreads, sizeof(KvSharedStorage<Traits>), stream,
                               params);
     backward_dq_convert_kernel<Element, kHeadDim><<<row_blocks, Chunks::kThreads, 0, stream>>>(params);
     detail::check_launch("backward_dq_convert_kernel");
   } else {
     launch_with_shared_memory(backward_kv_kernel<Traits, false>, "backward_kv_kernel", kv_blocks,
-                              Traits::kKvThreads, sizeof(KvSharedStorage<Traits, false>), stream,
+                              Traits::kKvThreads, sizeof(KvSharedStorage<Traits>), stream,
                               params);
     launch_with_shared_memory(backward_dq_kernel<Traits>, "backward_dq_kernel",
                               params.num_query_tiles * params.heads, Traits::kDqThreads,
