@@ -17,21 +17,27 @@ std::string format(const char* pattern, double value) {
 
 }  // namespace
 
-void print_table(std::ostream& out, const std::vector<BenchResult>& results) {
+void print_header(std::ostream& out) {
   out << "config        dtype     fwd ms   bwd ms  fwd TF/s  bwd TF/s  peak GiB  tensors GiB  peak/tensors\n";
-  for (const BenchResult& r : results) {
-    char line[256];
-    if (!r.failure.empty()) {
-      std::snprintf(line, sizeof line, "%-13s %-8s %s\n", r.config.name().c_str(), dtype_name(r.dtype),
-                    r.failure.c_str());
-    } else {
-      std::snprintf(line, sizeof line, "%-13s %-8s %8.2f %8.2f %9.1f %9.1f %9.2f %12.2f %13.2f\n",
-                    r.config.name().c_str(), dtype_name(r.dtype), r.forward_ms, r.backward_ms, r.forward_tflops,
-                    r.backward_tflops, r.peak_bytes / kGiB, r.tensor_bytes / kGiB,
-                    static_cast<double>(r.peak_bytes) / static_cast<double>(r.tensor_bytes));
-    }
-    out << line;
+}
+
+void print_row(std::ostream& out, const BenchResult& r) {
+  char line[256];
+  if (!r.failure.empty()) {
+    std::snprintf(line, sizeof line, "%-13s %-8s %s\n", r.config.name().c_str(), dtype_name(r.dtype),
+                  r.failure.c_str());
+  } else {
+    std::snprintf(line, sizeof line, "%-13s %-8s %8.2f %8.2f %9.1f %9.1f %9.2f %12.2f %13.2f\n",
+                  r.config.name().c_str(), dtype_name(r.dtype), r.forward_ms, r.backward_ms, r.forward_tflops,
+                  r.backward_tflops, r.peak_bytes / kGiB, r.tensor_bytes / kGiB,
+                  static_cast<double>(r.peak_bytes) / static_cast<double>(r.tensor_bytes));
   }
+  out << line << std::flush;
+}
+
+void print_table(std::ostream& out, const std::vector<BenchResult>& results) {
+  print_header(out);
+  for (const BenchResult& r : results) print_row(out, r);
 }
 
 void write_json(const std::string& path, const std::string& device_name, const std::vector<BenchResult>& results) {

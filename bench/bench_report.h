@@ -9,7 +9,9 @@
 
 namespace dualkv::bench {
 
-void print_table(std::ostream& out, const std::vector<BenchResult>& results);
+void print_header(std::ostream& out);
+void print_row(std::ostream& out, const BenchResult& result);
+void print_table(std::ostream& out, const std::vector<BenchResult>& results);  // header and rows
 
 // {"device": ..., "results": [{...}, ...]}; a failed configuration carries "failure".
 void write_json(const std::string& path, const std::string& device_name, const std::vector<BenchResult>& results);

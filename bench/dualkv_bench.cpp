@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
     if (options.repeats < kMinRepeats) throw std::invalid_argument("--repeats must be >= 10 (medians of 10+ runs)");
 
     std::vector<BenchResult> results;
+    print_header(std::cout);
     for (const dualkv::DType dtype : dtypes) {
       for (const BenchConfig& config : configs) {
         try {
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
           failed.failure = is_out_of_memory(error.what()) ? "OOM" : std::string("error: ") + error.what();
           results.push_back(failed);
         }
-        print_table(std::cout, {results.back()});
+        print_row(std::cout, results.back());
       }
     }
     std::cout << "\n" << device_name() << "\n";

@@ -27,6 +27,10 @@ constexpr int kThreads = 128;
 constexpr int kMaxColumnsPerThread = 2;
 constexpr int kMaxHeadDim = kThreads * kMaxColumnsPerThread;
 constexpr size_t kMaxSharedBytes = 48 * 1024;
+// ptxas may merge the unrolled loop's remainder reads of the score row into one wide shared-memory
+// load (up to 16 bytes) that extends past the last score; rounding the row's allocation up to
+// whole 16-byte groups keeps such reads inside it (compute-sanitizer memcheck flagged them).
+constexpr int kScoresPerGroup = 4;
 
 struct Dims {
   int64_t rows;
@@ -231,11 +235,17 @@ RowBounds row_bounds(const std::vector<int32_t>& cu_seqlens) {
   return bounds;
 }
 
+// Dynamic shared memory of a block that keeps one score per key of the longest sequence.
+size_t score_row_bytes(const RowBounds& bounds) {
+  const int32_t groups = (bounds.longest + kScoresPerGroup - 1) / kScoresPerGroup;
+  return static_cast<size_t>(groups) * kScoresPerGroup * sizeof(float);
+}
+
 Dims make_dims(const RowBounds& bounds, const Shape& shape, OperandRounding rounding) {
   if (shape.dim > kMaxHeadDim || shape.heads % shape.kv_heads != 0) {
     throw std::invalid_argument("reference attention: head_dim must be <= 256 and heads a multiple of kv_heads");
   }
-  if (bounds.longest * sizeof(float) > kMaxSharedBytes) {
+  if (score_row_bytes(bounds) > kMaxSharedBytes) {
     throw std::invalid_argument("reference attention: sequences longer than 12288 rows are not supported");
   }
   return Dims{static_cast<int64_t>(bounds.begin.size()),
@@ -261,8 +271,8 @@ ForwardResult causal_forward(const std::vector<int32_t>& cu_seqlens, const Shape
   const DeviceArray<float> q_d(q), k_d(k), v_d(v);
   DeviceArray<float> out(q.size()), lse(dims.rows * dims.heads);
   const dim3 grid(static_cast<unsigned>(dims.rows), dims.heads);
-  forward_kernel<<<grid, kThreads, bounds.longest * sizeof(float)>>>(begin.get(), q_d.get(), k_d.get(), v_d.get(),
-                                                                     out.get(), lse.get(), dims);
+  forward_kernel<<<grid, kThreads, score_row_bytes(bounds)>>>(begin.get(), q_d.get(), k_d.get(), v_d.get(), out.get(),
+                                                              lse.get(), dims);
   check_launch("reference forward_kernel");
   return ForwardResult{out.download(), lse.download()};
 }
@@ -275,7 +285,7 @@ Gradients causal_backward(const std::vector<int32_t>& cu_seqlens, const Shape& s
   const DeviceArray<int32_t> begin(bounds.begin), end(bounds.end);
   const DeviceArray<float> q_d(q), k_d(k), v_d(v), out_d(out), lse_d(lse), dout_d(dout);
   DeviceArray<float> delta(dims.rows * dims.heads), dq(q.size()), dk(k.size()), dv(v.size());
-  dq_kernel<<<dim3(static_cast<unsigned>(dims.rows), dims.heads), kThreads, bounds.longest * sizeof(float)>>>(
+  dq_kernel<<<dim3(static_cast<unsigned>(dims.rows), dims.heads), kThreads, score_row_bytes(bounds)>>>(
       begin.get(), q_d.get(), k_d.get(), v_d.get(), out_d.get(), lse_d.get(), dout_d.get(), dq.get(), delta.get(),
       dims);
   check_launch("reference dq_kernel");
