@@ -2,7 +2,6 @@
 // caller's workspace, and dispatch to the compiled (dtype, head_dim) sm80 kernel.
 #include <cuda_runtime_api.h>
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -18,6 +17,8 @@
 
 namespace dualkv::detail {
 namespace {
+
+constexpr double kLog2E = 1.4426950408889634;  // log2(e): exp(x) = exp2(x * log2(e))
 
 void check_compiled(const ForwardParams& params) {
   check_cuda_accumulation(params.options.accumulation);
@@ -51,9 +52,8 @@ size_t cuda_forward_workspace_bytes(const Layout& layout, const ForwardParams& p
   return workspace_bytes_for(plan_bytes(layout, params));
 }
 
-void cuda_forward(const Layout& layout, const ForwardParams& params) {
-  check_compiled(params);
-  const ForwardParams& p = params;
+void cuda_forward(const Layout& layout, const ForwardParams& p) {
+  check_compiled(p);
   const int device = p.q.device.index;
   check_device_pointer(p.q.data, p.q.device, "q");
   check_device_pointer(p.k.data, p.k.device, "k");
@@ -96,7 +96,7 @@ void cuda_forward(const Layout& layout, const ForwardParams& params) {
   k.heads = static_cast<int32_t>(p.q.heads);
   k.heads_per_kv_head = static_cast<int32_t>(p.q.heads / p.k.heads);
   k.softmax_scale = p.softmax_scale;
-  k.softmax_scale_log2 = p.softmax_scale * static_cast<float>(M_LOG2E);
+  k.softmax_scale_log2 = p.softmax_scale * static_cast<float>(kLog2E);
 
   const auto stream = static_cast<cudaStream_t>(p.options.stream);
   const auto items = static_cast<int32_t>(work_items);

@@ -25,7 +25,7 @@ struct Sm80ForwardConfig {
   // Shared-memory rows are handled in chunks of 64 elements = 128 bytes = all 32 banks.
   static constexpr int kChunk = 64;
   static_assert(kHeadDim % kChunk == 0, "head_dim must be a multiple of 64");
-  static_assert(kBlockM == 16 * kWarps * (kBlockM / (16 * kWarps)), "each warp owns whole 16-row strips");
+  static_assert(kBlockM % (16 * kWarps) == 0, "each warp owns whole 16-row MMA strips");
 
   // m16n8k16 tensor-core MMA with fp32 accumulation; warps are stacked along M, so each warp owns
   // kBlockM / kWarps query rows and the softmax of a row never crosses warps.
