@@ -159,16 +159,15 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
     const int key_rows = min(kN, step.range_end - step.begin);
     const bool needs_mask =
         (step.causal && step.begin + kN - 1 > query_begin) || query_rows < kM || key_rows < kN;
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc_s); ++i) {
-      const int m = get<0>(score_coords(i));
-      const int n = get<1>(score_coords(i));
-      const bool visible =
-          !needs_mask ||
-          (n < key_rows && m < query_rows && (!step.causal || step.begin + n <= query_begin + m));
-      const float prob =
-          visible ? exp2f(acc_s(i) * scale_log2 - smem.lse[m] * kLog2e) : 0.f;
-      acc_dp(i) = visible ? prob * (acc_dp(i) - smem.delta[m]) : 0.f;
+    const auto visible = [&](int m, int n) {
+      return n < key_rows && m < query_rows && (!step.causal || step.begin + n <= query_begin + m);
+    };
+    if (needs_mask) {
+      softmax_backward<true, 0>(acc_s, acc_dp, score_coords, smem.lse, smem.delta, scale_log2,
+                                visible);
+    } else {
+      softmax_backward<false, 0>(acc_s, acc_dp, score_coords, smem.lse, smem.delta, scale_log2,
+                                 visible);
     }
     Tensor ds = convert_fragment<Element>(acc_dp);
     Tensor ds_a = make_tensor(ds.data(), accumulator_as_a_operand(ds.layout()));

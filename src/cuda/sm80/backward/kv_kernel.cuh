@@ -198,18 +198,15 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
     const int query_rows = step.segment_end - step.begin;
     const bool needs_mask =
         (causal && step.begin < key_begin + key_rows - 1) || query_rows < kM || key_rows < kN;
-    const float* lse = smem.lse[stage];
-    const float* delta = smem.delta[stage];
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc_s); ++i) {
-      const int n = get<0>(score_coords(i));
-      const int m = get<1>(score_coords(i));
-      const bool visible =
-          !needs_mask ||
-          (n < key_rows && m < query_rows && (!causal || key_begin + n <= step.begin + m));
-      const float prob = visible ? exp2f(acc_s(i) * scale_log2 - lse[m] * kLog2e) : 0.f;
-      acc_dp(i) = visible ? prob * (acc_dp(i) - delta[m]) : 0.f;
-      acc_s(i) = prob;
+    const auto visible = [&](int n, int m) {
+      return n < key_rows && m < query_rows && (!causal || key_begin + n <= step.begin + m);
+    };
+    if (needs_mask) {
+      softmax_backward<true, 1>(acc_s, acc_dp, score_coords, smem.lse[stage], smem.delta[stage],
+                                scale_log2, visible);
+    } else {
+      softmax_backward<false, 1>(acc_s, acc_dp, score_coords, smem.lse[stage],
+                                 smem.delta[stage], scale_log2, visible);
     }
     copy(store_score, thr_store.retile_S(convert_fragment<Element>(acc_s)), thr_store.partition_D(sPt));
     copy(store_score, thr_store.retile_S(convert_fragment<Element>(acc_dp)),
@@ -242,13 +239,17 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
                      load_b_transposed.get_thread_slice(tid).partition_S(sKt), load_a_transposed,
                      load_b_transposed);
       Tensor dq_coords = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kD>>{}));
-      float* dq_rows = p.dq_accum + (int64_t{step.begin} * p.heads + step.head) * kD;
+      Tensor dq_rc = make_tensor(acc_dq.data(), accumulator_rows_cols(acc_dq.layout()));
+      Tensor dq_coords_rc = make_tensor(dq_coords.data(), accumulator_rows_cols(dq_coords.layout()));
       CUTE_UNROLL
-      for (int i = 0; i < size(acc_dq); ++i) {
-        const int m = get<0>(dq_coords(i));
+      for (int r = 0; r < size<0>(dq_rc); ++r) {
+        const int m = get<0>(dq_coords_rc(r, 0));
         if (m < query_rows) {
-          atomicAdd(dq_rows + int64_t{m} * p.heads * kD + get<1>(dq_coords(i)),
-                    acc_dq(i) * p.softmax_scale);
+          float* dq_row = p.dq_accum + (int64_t{step.begin + m} * p.heads + step.head) * kD;
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(dq_rc); ++c) {
+            atomicAdd(dq_row + get<1>(dq_coords_rc(r, c)), dq_rc(r, c) * p.softmax_scale);
+          }
         }
       }
     }

@@ -6,6 +6,8 @@
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_conversion.h>
 
+#include "cuda/sm80/backward/kernel_traits.cuh"
+
 namespace dualkv::sm80 {
 
 using namespace cute;
@@ -59,6 +61,61 @@ __device__ __forceinline__ auto accumulator_as_a_operand(AccLayout acc) {
   auto split = logical_divide(acc, Shape<Underscore, Underscore, _2>{});
   return make_layout(make_layout(get<0>(split), get<2, 0>(split)), get<1>(split),
                      get<2, 1>(split));
+}
+
+// The same accumulator as a (rows, columns) matrix: ((2,2), MMA_M, MMA_N) ->
+// ((2, MMA_M), (2, MMA_N)); the first value pair of each block is two adjacent columns, the second
+// pair the same columns 8 rows down.
+template <typename AccLayout>
+__device__ __forceinline__ auto accumulator_rows_cols(AccLayout acc) {
+  static_assert(decltype(size<0>(acc))::value == 4, "m16n8 accumulator");
+  auto split = logical_divide(acc, Shape<_2>{});  // ((2, 2), MMA_M, MMA_N)
+  return make_layout(make_layout(get<0, 1>(split), get<1>(split)),
+                     make_layout(get<0, 0>(split), get<2>(split)));
+}
+
+// 2^x on the special-function unit, flushing subnormal results to zero: the softmax needs no
+// subnormal probabilities, and the IEEE-exact exp2f costs a compare and two multiplies more.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// In place over a score tile: S -> P = exp(scale * S - LSE), dP -> dS = P * (dP - D), with
+// invisible entries (visible(row, col) false; checked only when kMasked) set to 0 in both.
+// kQueryMode says whether queries index the rows (0) or the columns (1) of the tile; LSE and D
+// are read once per query.
+template <bool kMasked, int kQueryMode, typename Scores, typename Coords, typename Visible>
+__device__ __forceinline__ void softmax_backward(Scores& scores, Scores& dscores, const Coords& coords,
+                                                 const float* lse, const float* delta,
+                                                 float scale_log2, const Visible& visible) {
+  Tensor s = make_tensor(scores.data(), accumulator_rows_cols(scores.layout()));
+  Tensor ds = make_tensor(dscores.data(), accumulator_rows_cols(dscores.layout()));
+  Tensor rc = make_tensor(coords.data(), accumulator_rows_cols(coords.layout()));
+  constexpr int kQueries = decltype(size<kQueryMode>(s))::value;
+  constexpr int kKeys = decltype(size<1 - kQueryMode>(s))::value;
+  CUTE_UNROLL
+  for (int q = 0; q < kQueries; ++q) {
+    const int query = get<kQueryMode>(kQueryMode == 0 ? rc(q, 0) : rc(0, q));
+    const float lse_log2 = lse[query] * kLog2e;
+    const float query_delta = delta[query];
+    CUTE_UNROLL
+    for (int k = 0; k < kKeys; ++k) {
+      const int row = kQueryMode == 0 ? q : k;
+      const int col = kQueryMode == 0 ? k : q;
+      const float prob = exp2_approx(s(row, col) * scale_log2 - lse_log2);
+      const float grad = prob * (ds(row, col) - query_delta);
+      if constexpr (kMasked) {
+        const bool shown = visible(get<0>(rc(row, col)), get<1>(rc(row, col)));
+        s(row, col) = shown ? prob : 0.f;
+        ds(row, col) = shown ? grad : 0.f;
+      } else {
+        s(row, col) = prob;
+        ds(row, col) = grad;
+      }
+    }
+  }
 }
 
 // Element-wise conversion of a register fragment (fp32 accumulators to 16-bit operands).
