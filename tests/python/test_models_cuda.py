@@ -160,7 +160,8 @@ def _op_inputs(kv_heads, head_dim, dtype):
 
 
 def _op_results(device, layout, q, k, v, dout):
-    leaves = [t.to(device).requires_grad_() for t in (q, k, v)]
+    # New leaves per device: on the CPU .to() would return q itself and mark it as requiring grad.
+    leaves = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
     out, lse = dualkv.attention_with_lse(*leaves, layout)
     out.backward(dout.to(device))
     return [t.detach().cpu() for t in (out, lse, *(leaf.grad for leaf in leaves))]
