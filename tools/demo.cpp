@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: dualkv_demo [--groups G] [--n N] [--p P] [--r R] [--ragged 0|1] [--heads H] [--kv-heads Hk]\n"
     "                   [--head-dim d] [--dtype fp32|fp16|bf16] [--device auto|cpu|cuda] [--repeats K]\n"
-    "                   [--warmups W] [--seed S]\n"
+    "                   [--warmups W] [--cpu-threads K] [--seed S]\n"
     "Group g's prompt is P - g*P/(2G) tokens; with --ragged 1 response lengths are uniform in [R/2, R].\n"
     "dtype defaults to fp32 on the CPU and bf16 on CUDA.\n";
 
@@ -80,8 +80,9 @@ int run(int argc, char** argv) {
   const Device device = parse_device(flags.get_string("device", "auto"));
   const bool on_cuda = device.kind == DeviceKind::kCuda;
   shape.dtype = parse_dtype(flags.get_string("dtype", on_cuda ? "bf16" : "fp32"));
-  const Timing timing{static_cast<int>(flags.get_int("warmups", on_cuda ? 3 : 0)),
-                      static_cast<int>(flags.get_int("repeats", on_cuda ? 10 : 1))};
+  const RunSettings timing{static_cast<int>(flags.get_int("warmups", on_cuda ? 3 : 0)),
+                           static_cast<int>(flags.get_int("repeats", on_cuda ? 10 : 1)),
+                           static_cast<int>(flags.get_int("cpu-threads", 0))};
   if (flags.help()) {
     std::printf("%s", kUsage);
     return 0;

@@ -19,7 +19,7 @@ double median(std::vector<double> values) {
 
 }  // namespace
 
-AttentionResult run_attention(const Layout& layout, const AttentionInputs& in, Device device, Timing timing) {
+AttentionResult run_attention(const Layout& layout, const AttentionInputs& in, Device device, RunSettings settings) {
   const int64_t t = layout.total_tokens();
   const size_t q_elements = t * in.heads * in.head_dim;
   const size_t kv_elements = t * in.kv_heads * in.head_dim;
@@ -52,6 +52,8 @@ AttentionResult run_attention(const Layout& layout, const AttentionInputs& in, D
   bwd.dk = view<void*>(dk.data(), in.dtype, device, t, in.kv_heads, in.head_dim);
   bwd.dv = view<void*>(dv.data(), in.dtype, device, t, in.kv_heads, in.head_dim);
   bwd.softmax_scale = scale;
+  fwd.options.cpu_threads = settings.cpu_threads;
+  bwd.options.cpu_threads = settings.cpu_threads;
 
   Workspace fwd_workspace(device, forward_workspace_bytes(layout, fwd));
   fwd.options.workspace = fwd_workspace.data;
@@ -62,7 +64,7 @@ AttentionResult run_attention(const Layout& layout, const AttentionInputs& in, D
 
   RegionTimer timer(device);
   std::vector<double> forward_ms, backward_ms;
-  for (int run = 0; run < timing.warmups + timing.repeats; ++run) {
+  for (int run = 0; run < settings.warmups + settings.repeats; ++run) {
     out.poison();
     lse.poison();
     dq.poison();
@@ -74,7 +76,7 @@ AttentionResult run_attention(const Layout& layout, const AttentionInputs& in, D
     timer.start();
     backward(layout, bwd);
     const double b = timer.stop_ms();
-    if (run >= timing.warmups) {
+    if (run >= settings.warmups) {
       forward_ms.push_back(f);
       backward_ms.push_back(b);
     }

@@ -19,9 +19,10 @@ struct AttentionInputs {
   DType dtype;
 };
 
-struct Timing {
+struct RunSettings {
   int warmups = 0;
-  int repeats = 1;  // the reported time is the median of these
+  int repeats = 1;      // the reported time is the median of these
+  int cpu_threads = 0;  // CPU path only; 0 = all cores
 };
 
 struct AttentionResult {
@@ -31,6 +32,6 @@ struct AttentionResult {
 };
 
 // Outputs are poisoned (NaN) before every run, so an unwritten element shows up as NaN.
-AttentionResult run_attention(const Layout& layout, const AttentionInputs& inputs, Device device, Timing timing);
+AttentionResult run_attention(const Layout& layout, const AttentionInputs& inputs, Device device, RunSettings settings);
 
 }  // namespace dualkv::tools
