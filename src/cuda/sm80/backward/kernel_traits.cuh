@@ -67,6 +67,14 @@ struct BackwardTraits {
   using KvMma = TiledMMA<MmaAtom, cute::Layout<Shape<Int<kKvWarpsM>, Int<kKvWarpsN>, _1>>,
                          Tile<Int<16 * kKvWarpsM>, Int<16 * kKvWarpsN>, _16>>;
 
+  // The atomic-mode dQ GEMM (query x d) has only kQueryBlock rows: on the grid above a warp's
+  // tile would be 16 x (d / 2), reading 5 ldmatrix.x4 per 8 MMAs at d = 128; a 2 x (kKvWarps / 2)
+  // grid gives 32 x 32 tiles at 4 per 8 MMAs with the same accumulator size per thread.
+  static constexpr int kKvDqWarpsM = 2;
+  static constexpr int kKvDqWarpsN = kKvWarps / kKvDqWarpsM;
+  using KvDqMma = TiledMMA<MmaAtom, cute::Layout<Shape<Int<kKvDqWarpsM>, Int<kKvDqWarpsN>, _1>>,
+                           Tile<Int<16 * kKvDqWarpsM>, Int<16 * kKvDqWarpsN>, _16>>;
+
   using SmemKey = SwizzledRowMajor<kKeyBlock, kHeadDim>;
   using SmemKeyT = TransposedView<SmemKey, kKeyBlock, kHeadDim>;
   using SmemQuery = SwizzledRowMajor<kQueryBlock, kHeadDim>;
@@ -91,8 +99,8 @@ struct BackwardTraits {
 
   static_assert(kKeyBlock % kQueryBlock == 0, "query tiles must align with key tiles");
   static_assert(kKeyBlock % (16 * kKvWarpsM) == 0 && kQueryBlock % (16 * kKvWarpsN) == 0 &&
-                    kQueryBlock % (16 * kKvWarpsM) == 0,
-                "the warp grid tiles every KV-major GEMM");
+                    kQueryBlock % (16 * kKvDqWarpsM) == 0 && kHeadDim % (16 * kKvDqWarpsN) == 0,
+                "the warp grids tile every KV-major GEMM");
   static_assert(kQueryBlock % 16 == 0 && kDqKeyBlock % 16 == 0, "MMA K is 16");
 };
 

@@ -7,9 +7,10 @@
 // tile: its own response's query tiles from the key tile on -- so dK and dV live in fp32
 // registers for the whole walk: no expanded GQA buffers and no dK/dV atomics.
 //
-// Warp roles: kKvWarps warps (kKeyBlock / 16) in one (kKvWarpsM x 2) grid for every GEMM:
-// S^T = K Q^T and dP^T = V dO^T (key x query), then dV += P^T dO and dK += dS^T Q (key x d), then
-// (atomic mode) dQ = dS K (query x d). P^T and dS^T pass through shared memory between the GEMMs,
+// Warp roles: kKvWarps warps (kKeyBlock / 16) in one (kKvWarpsM x 2) grid for S^T = K Q^T and
+// dP^T = V dO^T (key x query), then dV += P^T dO and dK += dS^T Q (key x d); (atomic mode)
+// dQ = dS K (query x d) on a (2 x kKvWarps / 2) grid, whose 32 x 32 warp tiles suit its
+// kQueryBlock rows. P^T and dS^T pass through shared memory between the GEMMs,
 // so no warp needs a whole head_dim-wide operand slice in registers.
 //
 // Pipeline: K, V are loaded once; Q, dO, LSE and D of the next (query tile, head) are fetched
@@ -22,6 +23,7 @@
 
 #include <cute/tensor.hpp>
 
+#include "cuda/sm80/backward/atomic_add_pair.cuh"
 #include "cuda/sm80/backward/kernel_params.h"
 #include "cuda/sm80/backward/kernel_traits.cuh"
 #include "cuda/sm80/backward/mma_helpers.cuh"
@@ -141,7 +143,10 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
   auto load_b = make_tiled_copy_B(typename Traits::LoadA{}, mma);
   auto load_b_transposed = make_tiled_copy_B(typename Traits::LoadTransposed{}, mma);
 
-  auto load_a_transposed = make_tiled_copy_A(typename Traits::LoadTransposed{}, mma);
+  typename Traits::KvDqMma dq_mma;
+  auto dq_thr_mma = dq_mma.get_thread_slice(tid);
+  auto load_ds_transposed = make_tiled_copy_A(typename Traits::LoadTransposed{}, dq_mma);
+  auto load_key_transposed = make_tiled_copy_B(typename Traits::LoadTransposed{}, dq_mma);
   auto store_score = make_tiled_copy_C(typename Traits::StorePair{}, mma);
   auto thr_store = store_score.get_thread_slice(tid);
 
@@ -231,14 +236,15 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
       Tensor sKt = make_tensor(make_smem_ptr(smem.k), typename Traits::SmemKeyT{});
       Tensor sKtFlat =
           make_tensor(make_smem_ptr(smem.k), get_nonswizzle_portion(typename Traits::SmemKeyT{}));
-      Tensor acc_dq = partition_fragment_C(mma, Shape<Int<kM>, Int<kD>>{});
+      Tensor acc_dq = partition_fragment_C(dq_mma, Shape<Int<kM>, Int<kD>>{});
       clear(acc_dq);
-      Tensor tArdS = thr_mma.partition_fragment_A(sdSFlat);
-      Tensor tBrK = thr_mma.partition_fragment_B(sKtFlat);
-      gemm_smem_smem(mma, acc_dq, tArdS, tBrK, load_a_transposed.get_thread_slice(tid).partition_S(sdS),
-                     load_b_transposed.get_thread_slice(tid).partition_S(sKt), load_a_transposed,
-                     load_b_transposed);
-      Tensor dq_coords = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kD>>{}));
+      Tensor tArdS = dq_thr_mma.partition_fragment_A(sdSFlat);
+      Tensor tBrK = dq_thr_mma.partition_fragment_B(sKtFlat);
+      gemm_smem_smem(dq_mma, acc_dq, tArdS, tBrK,
+                     load_ds_transposed.get_thread_slice(tid).partition_S(sdS),
+                     load_key_transposed.get_thread_slice(tid).partition_S(sKt),
+                     load_ds_transposed, load_key_transposed);
+      Tensor dq_coords = dq_thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kD>>{}));
       Tensor dq_rc = make_tensor(acc_dq.data(), accumulator_rows_cols(acc_dq.layout()));
       Tensor dq_coords_rc = make_tensor(dq_coords.data(), accumulator_rows_cols(dq_coords.layout()));
       CUTE_UNROLL
@@ -246,9 +252,12 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
         const int m = get<0>(dq_coords_rc(r, 0));
         if (m < query_rows) {
           float* dq_row = p.dq_accum + (int64_t{step.begin + m} * p.heads + step.head) * kD;
+          // Columns c and c + 1 are adjacent (accumulator_rows_cols), and c is even, so the
+          // pair is 8-byte aligned.
           CUTE_UNROLL
-          for (int c = 0; c < size<1>(dq_rc); ++c) {
-            atomicAdd(dq_row + get<1>(dq_coords_rc(r, c)), dq_rc(r, c) * p.softmax_scale);
+          for (int c = 0; c < size<1>(dq_rc); c += 2) {
+            atomic_add_pair(dq_row + get<1>(dq_coords_rc(r, c)), dq_rc(r, c) * p.softmax_scale,
+                            dq_rc(r, c + 1) * p.softmax_scale);
           }
         }
       }
