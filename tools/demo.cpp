@@ -93,16 +93,17 @@ int run(int argc, char** argv) {
   const HostBatch batch = make_batch(shape);
   const NCopyLayout ncopy = make_ncopy(batch.layout);
   const Layout& packed = batch.layout;
-  std::printf("dualkv demo on %s, %s, G=%lld groups x N=%lld responses, P=%lld (group 0), R<=%lld%s, H=%lld, Hk=%lld, d=%lld\n",
-              on_cuda ? "CUDA" : "CPU", dtype_name(shape.dtype), static_cast<long long>(shape.groups),
-              static_cast<long long>(shape.responses), static_cast<long long>(shape.prompt),
-              static_cast<long long>(shape.response), shape.ragged ? " (ragged)" : "", static_cast<long long>(shape.heads),
-              static_cast<long long>(shape.kv_heads), static_cast<long long>(shape.head_dim));
+  std::printf(
+      "dualkv demo on %s, %s, G=%lld groups x N=%lld responses, P=%lld (group 0), R<=%lld%s, H=%lld, Hk=%lld, d=%lld\n",
+      on_cuda ? "CUDA" : "CPU", dtype_name(shape.dtype), static_cast<long long>(shape.groups),
+      static_cast<long long>(shape.responses), static_cast<long long>(shape.prompt),
+      static_cast<long long>(shape.response), shape.ragged ? " (ragged)" : "", static_cast<long long>(shape.heads),
+      static_cast<long long>(shape.kv_heads), static_cast<long long>(shape.head_dim));
 
   const int64_t q_width = shape.heads * shape.head_dim;
   const int64_t kv_width = shape.kv_heads * shape.head_dim;
-  const AttentionInputs packed_inputs{batch.q, batch.k, batch.v, batch.dout, shape.heads, shape.kv_heads, shape.head_dim,
-                                      shape.dtype};
+  const AttentionInputs packed_inputs{batch.q,     batch.k,        batch.v,        batch.dout,
+                                      shape.heads, shape.kv_heads, shape.head_dim, shape.dtype};
   const AttentionResult dual = run_attention(packed, packed_inputs, device, timing);
 
   const std::vector<float> nq = gather_rows(batch.q, q_width, ncopy);
@@ -130,13 +131,15 @@ int run(int argc, char** argv) {
 
   const int64_t pairs = packed.visible_pairs();
   const int64_t ncopy_pairs = packed.ncopy_pairs();
-  std::printf("\nwork: %lld packed tokens vs %lld N-copy tokens (%.2fx fewer); %lld vs %lld query-key pairs (%.2fx fewer)\n",
-              static_cast<long long>(tokens), static_cast<long long>(packed.ncopy_tokens()),
-              static_cast<double>(packed.ncopy_tokens()) / tokens, static_cast<long long>(pairs),
-              static_cast<long long>(ncopy_pairs), static_cast<double>(ncopy_pairs) / pairs);
-  std::printf("time (median of %d, %d warm-up): forward %.2f ms vs %.2f ms (%.2fx), backward %.2f ms vs %.2f ms (%.2fx)\n",
-              timing.repeats, timing.warmups, dual.forward_ms, base.forward_ms, base.forward_ms / dual.forward_ms,
-              dual.backward_ms, base.backward_ms, base.backward_ms / dual.backward_ms);
+  std::printf(
+      "\nwork: %lld packed tokens vs %lld N-copy tokens (%.2fx fewer); %lld vs %lld query-key pairs (%.2fx fewer)\n",
+      static_cast<long long>(tokens), static_cast<long long>(packed.ncopy_tokens()),
+      static_cast<double>(packed.ncopy_tokens()) / tokens, static_cast<long long>(pairs),
+      static_cast<long long>(ncopy_pairs), static_cast<double>(ncopy_pairs) / pairs);
+  std::printf(
+      "time (median of %d, %d warm-up): forward %.2f ms vs %.2f ms (%.2fx), backward %.2f ms vs %.2f ms (%.2fx)\n",
+      timing.repeats, timing.warmups, dual.forward_ms, base.forward_ms, base.forward_ms / dual.forward_ms,
+      dual.backward_ms, base.backward_ms, base.backward_ms / dual.backward_ms);
   std::printf("rate on each layout's own pairs: dualkv %.3f / %.3f TFLOP/s, N-copy %.3f / %.3f TFLOP/s (fwd / bwd)\n",
               tflops(pairs, shape, dual.forward_ms, 1.0), tflops(pairs, shape, dual.backward_ms, 2.5),
               tflops(ncopy_pairs, shape, base.forward_ms, 1.0), tflops(ncopy_pairs, shape, base.backward_ms, 2.5));

@@ -14,9 +14,9 @@ enum class Accumulation : int { kFloat32, kFloat64 };
 // Execution options shared by both directions.
 struct ExecutionOptions {
   Accumulation accumulation = Accumulation::kFloat32;
-  int cpu_threads = 0;      // CPU path: worker threads; 0 = std::thread::hardware_concurrency()
-  void* stream = nullptr;   // CUDA path: a cudaStream_t, passed opaquely; nullptr = default stream
-  void* workspace = nullptr;       // CUDA path: device scratch of *_workspace_bytes() bytes
+  int cpu_threads = 0;        // CPU path: worker threads; 0 = std::thread::hardware_concurrency()
+  void* stream = nullptr;     // CUDA path: a cudaStream_t, passed opaquely; nullptr = default stream
+  void* workspace = nullptr;  // CUDA path: device scratch of *_workspace_bytes() bytes
   size_t workspace_bytes = 0;
 };
 

@@ -32,8 +32,8 @@ BackwardWorkspace plan_workspace(const Layout& layout, const BackwardParams& par
 
 void check_one_launch(int64_t tiles, int64_t heads, const char* what) {
   if (tiles * heads > std::numeric_limits<int32_t>::max()) {
-    throw Error("layout", std::string(what) + " (" + std::to_string(tiles) + ") x heads (" +
-                              std::to_string(heads) + ") exceed one CUDA launch (2^31 - 1 CTAs)");
+    throw Error("layout", std::string(what) + " (" + std::to_string(tiles) + ") x heads (" + std::to_string(heads) +
+                              ") exceed one CUDA launch (2^31 - 1 CTAs)");
   }
 }
 
@@ -46,9 +46,12 @@ template <DType kDType>
 void run_for_head_dim(int64_t head_dim, const sm80::BackwardParams& kernel_params) {
   static_assert(sizeof(kSm80BackwardHeadDims) / sizeof(int) == 2, "add the new head_dim here");
   switch (head_dim) {
-    case 64: return sm80::run_backward<kDType, 64>(kernel_params);
-    case 128: return sm80::run_backward<kDType, 128>(kernel_params);
-    default: check_compiled_head_dim(head_dim, kSm80BackwardHeadDims, "q.head_dim");
+    case 64:
+      return sm80::run_backward<kDType, 64>(kernel_params);
+    case 128:
+      return sm80::run_backward<kDType, 128>(kernel_params);
+    default:
+      check_compiled_head_dim(head_dim, kSm80BackwardHeadDims, "q.head_dim");
   }
 }
 
@@ -92,13 +95,10 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   DeviceGuard guard(device);
   auto* base = static_cast<char*>(aligned_workspace(p.options, device, ws.total_bytes));
   const std::vector<int32_t>& cu_seqlens = layout.cu_seqlens();
-  upload_async(base + ws.cu_seqlens_offset, cu_seqlens.data(), cu_seqlens.size() * sizeof(int32_t),
-               p.options);
-  upload_async(base + ws.key_tiles_offset, key_tiles.data(), key_tiles.size() * sizeof(TileWork),
-               p.options);
+  upload_async(base + ws.cu_seqlens_offset, cu_seqlens.data(), cu_seqlens.size() * sizeof(int32_t), p.options);
+  upload_async(base + ws.key_tiles_offset, key_tiles.data(), key_tiles.size() * sizeof(TileWork), p.options);
   if (p.deterministic) {
-    upload_async(base + ws.query_tiles_offset, query_tiles.data(),
-                 query_tiles.size() * sizeof(TileWork), p.options);
+    upload_async(base + ws.query_tiles_offset, query_tiles.data(), query_tiles.size() * sizeof(TileWork), p.options);
   }
 
   sm80::BackwardParams k{};

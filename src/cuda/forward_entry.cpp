@@ -26,9 +26,7 @@ void check_compiled(const ForwardParams& params) {
   check_compiled_head_dim(params.q.head_dim, kSm80ForwardHeadDims, "q.head_dim");
 }
 
-int block_m_for(const ForwardParams& params) {
-  return forward_tile_shape(static_cast<int>(params.q.head_dim)).block_m;
-}
+int block_m_for(const ForwardParams& params) { return forward_tile_shape(static_cast<int>(params.q.head_dim)).block_m; }
 
 size_t plan_bytes(const Layout& layout, const ForwardParams& params) {
   return static_cast<size_t>(count_forward_tiles(layout, block_m_for(params))) * sizeof(ForwardTile);
@@ -39,9 +37,12 @@ void launch_for_head_dim(int64_t head_dim, const ForwardKernelParams& kernel_par
                          cudaStream_t stream) {
   static_assert(sizeof(kSm80ForwardHeadDims) / sizeof(int) == 2, "add the new head_dim to this switch");
   switch (head_dim) {
-    case 64: return launch_sm80_forward<kDType, 64>(kernel_params, work_items, stream);
-    case 128: return launch_sm80_forward<kDType, 128>(kernel_params, work_items, stream);
-    default: check_compiled_head_dim(head_dim, kSm80ForwardHeadDims, "q.head_dim");
+    case 64:
+      return launch_sm80_forward<kDType, 64>(kernel_params, work_items, stream);
+    case 128:
+      return launch_sm80_forward<kDType, 128>(kernel_params, work_items, stream);
+    default:
+      check_compiled_head_dim(head_dim, kSm80ForwardHeadDims, "q.head_dim");
   }
 }
 
@@ -69,8 +70,8 @@ void cuda_forward(const Layout& layout, const ForwardParams& p) {
   const std::vector<ForwardTile> tiles = plan_forward_tiles(layout, block_m);
   const int64_t work_items = static_cast<int64_t>(tiles.size()) * p.q.heads;
   if (work_items > std::numeric_limits<int32_t>::max()) {
-    throw Error("layout", "query tiles (" + std::to_string(tiles.size()) + ") x q.heads (" +
-                              std::to_string(p.q.heads) + ") exceed one CUDA launch (2^31 - 1 CTAs)");
+    throw Error("layout", "query tiles (" + std::to_string(tiles.size()) + ") x q.heads (" + std::to_string(p.q.heads) +
+                              ") exceed one CUDA launch (2^31 - 1 CTAs)");
   }
 
   DeviceGuard guard(device);

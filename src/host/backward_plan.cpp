@@ -11,9 +11,7 @@ namespace {
 // 16 bytes: the widest access any kernel makes to a region (float4 on dq_accum, int4 on tiles).
 constexpr size_t kRegionAlignment = 16;
 
-size_t align_up(size_t bytes) {
-  return (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
-}
+size_t align_up(size_t bytes) { return (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment; }
 
 // The first token of the `block`-aligned tile of segment `segment` that holds `token`.
 int32_t tile_begin_of(const Layout& layout, int32_t segment, int32_t token, int block) {
@@ -39,9 +37,7 @@ std::vector<TileWork> tiles_in_packed_order(const Layout& layout, int block) {
 
 template <typename Cost>
 void sort_heaviest_first(std::vector<TileWork>& tiles, Cost cost) {
-  std::stable_sort(tiles.begin(), tiles.end(), [&](const TileWork& a, const TileWork& b) {
-    return cost(a) > cost(b);
-  });
+  std::stable_sort(tiles.begin(), tiles.end(), [&](const TileWork& a, const TileWork& b) { return cost(a) > cost(b); });
 }
 
 }  // namespace
@@ -50,34 +46,27 @@ int64_t key_tile_query_rows(const Layout& layout, const TileWork& tile, int quer
   const int32_t first_query = tile_begin_of(layout, tile.segment, tile.begin, query_block);
   if (tile.segment != tile.prompt_segment) return layout.segment_end(tile.segment) - first_query;
   const int64_t prompt_rows = layout.segment_end(tile.segment) - first_query;
-  const int64_t response_rows = layout.segment_begin(tile.group_end_segment) -
-                                layout.segment_end(tile.prompt_segment);
+  const int64_t response_rows = layout.segment_begin(tile.group_end_segment) - layout.segment_end(tile.prompt_segment);
   return prompt_rows + response_rows;
 }
 
 int64_t query_tile_key_rows(const Layout& layout, const TileWork& tile, int query_block) {
-  const int64_t last_query_end =
-      std::min<int64_t>(int64_t{tile.begin} + query_block, layout.segment_end(tile.segment));
+  const int64_t last_query_end = std::min<int64_t>(int64_t{tile.begin} + query_block, layout.segment_end(tile.segment));
   const int64_t own_rows = last_query_end - layout.segment_begin(tile.segment);
   if (tile.segment == tile.prompt_segment) return own_rows;
-  const int64_t prompt_rows =
-      layout.segment_end(tile.prompt_segment) - layout.segment_begin(tile.prompt_segment);
+  const int64_t prompt_rows = layout.segment_end(tile.prompt_segment) - layout.segment_begin(tile.prompt_segment);
   return prompt_rows + own_rows;
 }
 
 std::vector<TileWork> plan_key_tiles(const Layout& layout, int key_block, int query_block) {
   std::vector<TileWork> tiles = tiles_in_packed_order(layout, key_block);
-  sort_heaviest_first(tiles, [&](const TileWork& t) {
-    return key_tile_query_rows(layout, t, query_block);
-  });
+  sort_heaviest_first(tiles, [&](const TileWork& t) { return key_tile_query_rows(layout, t, query_block); });
   return tiles;
 }
 
 std::vector<TileWork> plan_query_tiles(const Layout& layout, int query_block) {
   std::vector<TileWork> tiles = tiles_in_packed_order(layout, query_block);
-  sort_heaviest_first(tiles, [&](const TileWork& t) {
-    return query_tile_key_rows(layout, t, query_block);
-  });
+  sort_heaviest_first(tiles, [&](const TileWork& t) { return query_tile_key_rows(layout, t, query_block); });
   return tiles;
 }
 
@@ -90,12 +79,10 @@ int64_t count_tiles(const Layout& layout, int block) {
   return tiles;
 }
 
-BackwardWorkspace plan_backward_workspace(const Layout& layout, int64_t heads, int64_t head_dim,
-                                          bool deterministic) {
+BackwardWorkspace plan_backward_workspace(const Layout& layout, int64_t heads, int64_t head_dim, bool deterministic) {
   const BackwardTileShape* shape = find_backward_tile_shape(head_dim);
   if (shape == nullptr) {
-    throw Error("q.head_dim", "CUDA backward is compiled for head_dim 64 and 128, got " +
-                                  std::to_string(head_dim));
+    throw Error("q.head_dim", "CUDA backward is compiled for head_dim 64 and 128, got " + std::to_string(head_dim));
   }
   const auto tokens = static_cast<size_t>(layout.total_tokens());
   BackwardWorkspace ws;

@@ -89,7 +89,6 @@ struct BackwardWorkspace {
 
 // Region offsets for `heads` query heads of `head_dim`. Throws dualkv::Error if head_dim has no
 // compiled tile shape.
-BackwardWorkspace plan_backward_workspace(const Layout& layout, int64_t heads, int64_t head_dim,
-                                          bool deterministic);
+BackwardWorkspace plan_backward_workspace(const Layout& layout, int64_t heads, int64_t head_dim, bool deterministic);
 
 }  // namespace dualkv::detail

@@ -44,9 +44,9 @@ inline uint16_t float_to_fp16(float f) {
   const uint32_t u = float_bits(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t magnitude = u & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return sign | 0x7e00u;                     // NaN
-  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;                    // overflow to inf
-  if (magnitude < 0x38800000u) {                                          // subnormal or zero
+  if (magnitude > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;  // overflow to inf
+  if (magnitude < 0x38800000u) {                        // subnormal or zero
     // Scale so that the half subnormal unit (2^-24) becomes 1, then round to nearest even.
     const float scaled = bits_float(magnitude) * 16777216.0f;
     auto units = static_cast<uint32_t>(scaled);

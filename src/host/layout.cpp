@@ -20,8 +20,8 @@ void check_offsets(const std::vector<int32_t>& cu_seqlens, const std::vector<int
   for (size_t i = 1; i < cu_seqlens.size(); ++i) {
     if (cu_seqlens[i] <= cu_seqlens[i - 1]) {
       throw Error(indexed("cu_seqlens", i),
-                  "offsets must be strictly increasing (every segment non-empty): " +
-                      std::to_string(cu_seqlens[i]) + " follows " + std::to_string(cu_seqlens[i - 1]));
+                  "offsets must be strictly increasing (every segment non-empty): " + std::to_string(cu_seqlens[i]) +
+                      " follows " + std::to_string(cu_seqlens[i - 1]));
     }
   }
   const auto num_segments = static_cast<int64_t>(cu_seqlens.size()) - 1;
@@ -29,15 +29,13 @@ void check_offsets(const std::vector<int32_t>& cu_seqlens, const std::vector<int
   if (cu_groups[0] != 0) throw Error("cu_groups[0]", "must be 0, got " + std::to_string(cu_groups[0]));
   const size_t last = cu_groups.size() - 1;
   if (cu_groups[last] != num_segments) {
-    throw Error(indexed("cu_groups", last), "must equal the number of segments (" +
-                                                std::to_string(num_segments) + "), got " +
-                                                std::to_string(cu_groups[last]));
+    throw Error(indexed("cu_groups", last), "must equal the number of segments (" + std::to_string(num_segments) +
+                                                "), got " + std::to_string(cu_groups[last]));
   }
   for (size_t g = 1; g < cu_groups.size(); ++g) {
     if (static_cast<int64_t>(cu_groups[g]) < static_cast<int64_t>(cu_groups[g - 1]) + 2) {
       throw Error(indexed("cu_groups", g),
-                  "group " + std::to_string(g - 1) +
-                      " must hold a prompt and at least one response (segments " +
+                  "group " + std::to_string(g - 1) + " must hold a prompt and at least one response (segments " +
                       std::to_string(cu_groups[g - 1]) + ".." + std::to_string(cu_groups[g]) + ")");
     }
   }

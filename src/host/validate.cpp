@@ -62,8 +62,8 @@ int64_t extend_span(const std::string& name, const Extent& e, int64_t inner_span
   int64_t reach = 0;
   if (__builtin_mul_overflow(e.stride, e.count - 1, &reach) || __builtin_add_overflow(reach, inner_span, &reach) ||
       reach > kMaxSpanBytes / 4) {
-    throw Error(field(name, e.stride_name), "view spans more than 2^48 bytes: stride " + num(e.stride) + " over " +
-                                                num(e.count) + " entries");
+    throw Error(field(name, e.stride_name),
+                "view spans more than 2^48 bytes: stride " + num(e.stride) + " over " + num(e.count) + " entries");
   }
   return reach;
 }
@@ -81,8 +81,8 @@ void check_strides(const std::string& name, std::vector<Extent> extents) {
   for (const Extent& e : extents) {
     if (e.stride < inner_span) {
       throw Error(field(name, e.stride_name), "view would overlap itself: stride " + num(e.stride) +
-                                                   " is shorter than the " + num(inner_span) +
-                                                   " elements of the dimensions inside it");
+                                                  " is shorter than the " + num(inner_span) +
+                                                  " elements of the dimensions inside it");
     }
     inner_span = extend_span(name, e, inner_span);
   }
@@ -102,11 +102,13 @@ template <typename Pointer>
 void check_tensor(const std::string& name, const TokenHeadTensor<Pointer>& t, const Expected& e) {
   if (t.data == nullptr) throw Error(name, "data pointer must not be null");
   if (t.tokens != e.tokens) {
-    throw Error(field(name, "tokens"), "must equal the layout's total_tokens (" + num(e.tokens) + "), got " + num(t.tokens));
+    throw Error(field(name, "tokens"),
+                "must equal the layout's total_tokens (" + num(e.tokens) + "), got " + num(t.tokens));
   }
   if (t.heads < 1) throw Error(field(name, "heads"), "must be >= 1, got " + num(t.heads));
   if (e.heads != 0 && t.heads != e.heads) {
-    throw Error(field(name, "heads"), "must equal " + std::string(e.like) + ".heads (" + num(e.heads) + "), got " + num(t.heads));
+    throw Error(field(name, "heads"),
+                "must equal " + std::string(e.like) + ".heads (" + num(e.heads) + "), got " + num(t.heads));
   }
   if (t.head_dim < 1 || t.head_dim > kMaxHeadDim) {
     throw Error(field(name, "head_dim"), "must be in [1, " + num(kMaxHeadDim) + "], got " + num(t.head_dim));
@@ -115,23 +117,30 @@ void check_tensor(const std::string& name, const TokenHeadTensor<Pointer>& t, co
     throw Error(field(name, "head_dim"), "must equal q.head_dim (" + num(e.head_dim) + "), got " + num(t.head_dim));
   }
   if (t.dtype != e.dtype) {
-    throw Error(field(name, "dtype"), "must match q.dtype (" + std::string(dtype_name(e.dtype)) + "), got " + dtype_name(t.dtype));
+    throw Error(field(name, "dtype"),
+                "must match q.dtype (" + std::string(dtype_name(e.dtype)) + "), got " + dtype_name(t.dtype));
   }
   if (t.device != e.device) {
-    throw Error(field(name, "device"), "must match q.device (" + device_name(e.device) + "), got " + device_name(t.device));
+    throw Error(field(name, "device"),
+                "must match q.device (" + device_name(e.device) + "), got " + device_name(t.device));
   }
-  check_strides(name, {{t.token_stride, t.tokens, "token_stride"}, {t.head_stride, t.heads, "head_stride"}, {1, t.head_dim, "head_dim"}});
+  check_strides(name, {{t.token_stride, t.tokens, "token_stride"},
+                       {t.head_stride, t.heads, "head_stride"},
+                       {1, t.head_dim, "head_dim"}});
 }
 
 template <typename Pointer>
 void check_lse(const std::string& name, const LseTensor<Pointer>& lse, int64_t tokens, int64_t heads, Device device) {
   if (lse.data == nullptr) throw Error(name, "data pointer must not be null");
   if (lse.tokens != tokens) {
-    throw Error(field(name, "tokens"), "must equal the layout's total_tokens (" + num(tokens) + "), got " + num(lse.tokens));
+    throw Error(field(name, "tokens"),
+                "must equal the layout's total_tokens (" + num(tokens) + "), got " + num(lse.tokens));
   }
-  if (lse.heads != heads) throw Error(field(name, "heads"), "must equal q.heads (" + num(heads) + "), got " + num(lse.heads));
+  if (lse.heads != heads)
+    throw Error(field(name, "heads"), "must equal q.heads (" + num(heads) + "), got " + num(lse.heads));
   if (lse.device != device) {
-    throw Error(field(name, "device"), "must match q.device (" + device_name(device) + "), got " + device_name(lse.device));
+    throw Error(field(name, "device"),
+                "must match q.device (" + device_name(device) + "), got " + device_name(lse.device));
   }
   if (heads > 1 && lse.head_stride < tokens) {
     throw Error(field(name, "head_stride"), "must be >= lse.tokens (" + num(tokens) + "), got " + num(lse.head_stride));

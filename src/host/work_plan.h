@@ -30,7 +30,7 @@ struct ForwardTileShape {
 // head_dim 16-bit elements. The choices keep that within an sm_80 CTA's 163 KiB and, for d <= 128,
 // leave room for two CTAs per SM on sm_90.
 constexpr ForwardTileShape forward_tile_shape(int head_dim) {
-  return head_dim <= 64 ? ForwardTileShape{128, 128, 4}
+  return head_dim <= 64    ? ForwardTileShape{128, 128, 4}
          : head_dim <= 128 ? ForwardTileShape{128, 64, 4}
                            : ForwardTileShape{128, 64, 8};
 }
@@ -46,7 +46,7 @@ struct ForwardTile {
   int32_t q_end;         // one past the last query row; q_end - q_begin <= block_m
   int32_t prompt_begin;  // prompt keys read without causal masking; empty for prompt tiles
   int32_t prompt_end;
-  int32_t self_begin;    // first key of the tile's own segment; its keys [self_begin, q_end) are causal
+  int32_t self_begin;  // first key of the tile's own segment; its keys [self_begin, q_end) are causal
 };
 
 // Keys a tile sees at its last row: the ordering weight.

@@ -73,8 +73,7 @@ int64_t rows_of_touched_tiles(const Segments& segments, int block, Touches touch
   return rows;
 }
 
-void expect_tiles_cover_every_token_once(const std::vector<TileWork>& tiles, const Segments& segments,
-                                         int block) {
+void expect_tiles_cover_every_token_once(const std::vector<TileWork>& tiles, const Segments& segments, int block) {
   std::vector<int> covered(segments.of_token.size(), 0);
   for (const TileWork& tile : tiles) {
     const int64_t segment_begin = segments.begin[tile.segment];
@@ -199,11 +198,9 @@ TEST(BackwardPlan, WorkspaceStaysWithinHalfTheTensors) {
       for (int64_t kv_heads : {1, 2, 8}) {
         for (int64_t group_size : {1, 4, 8, 32}) {
           const int64_t heads = kv_heads * group_size;
-          const double tensor_bytes =
-              tokens * (4.0 * heads + 4.0 * kv_heads) * shape.head_dim * 2 /*16-bit*/;
+          const double tensor_bytes = tokens * (4.0 * heads + 4.0 * kv_heads) * shape.head_dim * 2 /*16-bit*/;
           for (bool deterministic : {false, true}) {
-            const BackwardWorkspace ws =
-                plan_backward_workspace(layout, heads, shape.head_dim, deterministic);
+            const BackwardWorkspace ws = plan_backward_workspace(layout, heads, shape.head_dim, deterministic);
             EXPECT_LE(static_cast<double>(ws.total_bytes), 0.5 * tensor_bytes)
                 << "H=" << heads << " Hk=" << kv_heads << " d=" << shape.head_dim;
           }

@@ -12,7 +12,8 @@ Flags::Flags(int argc, char** argv) {
       help_ = true;
       continue;
     }
-    if (arg.rfind("--", 0) != 0) throw std::invalid_argument("unexpected argument '" + arg + "' (flags are --name value)");
+    if (arg.rfind("--", 0) != 0)
+      throw std::invalid_argument("unexpected argument '" + arg + "' (flags are --name value)");
     arg = arg.substr(2);
     const auto equals = arg.find('=');
     if (equals != std::string::npos) {
@@ -31,7 +32,8 @@ int64_t Flags::get_int(const std::string& name, int64_t fallback) {
   if (it == values_.end()) return fallback;
   size_t used = 0;
   const int64_t value = std::stoll(it->second, &used);
-  if (used != it->second.size()) throw std::invalid_argument("--" + name + " must be an integer, got '" + it->second + "'");
+  if (used != it->second.size())
+    throw std::invalid_argument("--" + name + " must be an integer, got '" + it->second + "'");
   return value;
 }
 

@@ -81,8 +81,8 @@ AttentionResult run_attention(const Layout& layout, const AttentionInputs& in, D
       backward_ms.push_back(b);
     }
   }
-  return {out.download(), lse.download(), dq.download(), dk.download(), dv.download(), median(forward_ms),
-          median(backward_ms)};
+  return {out.download(), lse.download(),     dq.download(),      dk.download(),
+          dv.download(),  median(forward_ms), median(backward_ms)};
 }
 
 }  // namespace dualkv::tools

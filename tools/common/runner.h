@@ -27,8 +27,8 @@ struct RunSettings {
 
 struct AttentionResult {
   std::vector<float> out, lse, dq, dk, dv;  // contiguous (T, H, d) / (H, T)
-  double forward_ms = 0.0;                   // median
-  double backward_ms = 0.0;                  // median
+  double forward_ms = 0.0;                  // median
+  double backward_ms = 0.0;                 // median
 };
 
 // Outputs are poisoned (NaN) before every run, so an unwritten element shows up as NaN.

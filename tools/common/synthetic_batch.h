@@ -10,10 +10,10 @@ namespace dualkv::tools {
 
 struct BatchShape {
   int64_t groups = 2;
-  int64_t responses = 8;    // N per group
-  int64_t prompt = 1024;    // P of group 0; later groups get shorter prompts (P differs per group)
-  int64_t response = 256;   // R, the longest response
-  bool ragged = true;       // response lengths uniform in [R/2, R] instead of all R
+  int64_t responses = 8;   // N per group
+  int64_t prompt = 1024;   // P of group 0; later groups get shorter prompts (P differs per group)
+  int64_t response = 256;  // R, the longest response
+  bool ragged = true;      // response lengths uniform in [R/2, R] instead of all R
   int64_t heads = 8;
   int64_t kv_heads = 2;
   int64_t head_dim = 64;

@@ -21,8 +21,8 @@ void check_device_pointer(const void* pointer, Device device, const std::string&
     throw Error(name + ".device", "declared cuda:" + std::to_string(device.index) + " but the pointer is host memory");
   }
   if (attributes.device != device.index) {
-    throw Error(name + ".device", "declared cuda:" + std::to_string(device.index) + " but the memory is on cuda:" +
-                                      std::to_string(attributes.device));
+    throw Error(name + ".device", "declared cuda:" + std::to_string(device.index) +
+                                      " but the memory is on cuda:" + std::to_string(attributes.device));
   }
 }
 
@@ -48,8 +48,8 @@ void check_cuda_accumulation(Accumulation accumulation) {
   }
 }
 
-void check_vector_aligned(const void* data, int64_t element_bytes, int64_t tokens, int64_t token_stride,
-                          int64_t heads, int64_t head_stride, const std::string& name) {
+void check_vector_aligned(const void* data, int64_t element_bytes, int64_t tokens, int64_t token_stride, int64_t heads,
+                          int64_t head_stride, const std::string& name) {
   if (reinterpret_cast<uintptr_t>(data) % kVectorBytes != 0) {
     throw Error(name + ".data", "must be " + std::to_string(kVectorBytes) + "-byte aligned on CUDA");
   }

@@ -3,8 +3,8 @@
 // tensors allow the kernels' 16-byte vector accesses.
 #pragma once
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "dualkv/errors.h"
@@ -35,8 +35,8 @@ void check_cuda_accumulation(Accumulation accumulation);
 
 // Error "<name>.data" / "<name>.token_stride" / "<name>.head_stride" unless every row of
 // head_dim elements starts on a kVectorBytes boundary.
-void check_vector_aligned(const void* data, int64_t element_bytes, int64_t tokens, int64_t token_stride,
-                          int64_t heads, int64_t head_stride, const std::string& name);
+void check_vector_aligned(const void* data, int64_t element_bytes, int64_t tokens, int64_t token_stride, int64_t heads,
+                          int64_t head_stride, const std::string& name);
 
 template <typename Pointer>
 void check_vector_aligned(const TokenHeadTensor<Pointer>& t, const std::string& name) {

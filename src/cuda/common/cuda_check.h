@@ -11,8 +11,8 @@ namespace dualkv::detail {
 
 inline void check_cuda(cudaError_t status, const char* what) {
   if (status != cudaSuccess) {
-    throw RuntimeError(std::string(what) + " failed: " + cudaGetErrorName(status) + " (" +
-                       cudaGetErrorString(status) + ")");
+    throw RuntimeError(std::string(what) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) +
+                       ")");
   }
 }
 

@@ -71,8 +71,7 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
 
   // Response tiles start with the unmasked prompt range; every tile ends with its own segment.
   const KeyStep own_range{segment_begin, query_end, true};
-  KeyStep step = in_response ? KeyStep{p.cu_seqlens[tile.prompt_segment],
-                                       p.cu_seqlens[tile.prompt_segment + 1], false}
+  KeyStep step = in_response ? KeyStep{p.cu_seqlens[tile.prompt_segment], p.cu_seqlens[tile.prompt_segment + 1], false}
                              : own_range;
   auto advance = [&](KeyStep s) {
     s.begin += kN;
@@ -86,10 +85,10 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
   Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename Traits::DqSmemQuery{});
   Tensor sdO = make_tensor(make_smem_ptr(smem.dout), typename Traits::DqSmemQuery{});
   {
-    const auto* q_base = static_cast<const Element*>(p.q.data) +
-                         int64_t{query_begin} * p.q.token_stride + head * p.q.head_stride;
-    const auto* do_base = static_cast<const Element*>(p.dout.data) +
-                          int64_t{query_begin} * p.dout.token_stride + head * p.dout.head_stride;
+    const auto* q_base =
+        static_cast<const Element*>(p.q.data) + int64_t{query_begin} * p.q.token_stride + head * p.q.head_stride;
+    const auto* do_base = static_cast<const Element*>(p.dout.data) + int64_t{query_begin} * p.dout.token_stride +
+                          head * p.dout.head_stride;
     copy_rows_async(tile_copy, global_rows<kM, kD>(q_base, p.q.token_stride), sQ, query_rows);
     copy_rows_async(tile_copy, global_rows<kM, kD>(do_base, p.dout.token_stride), sdO, query_rows);
     if (tid < kM) {
@@ -102,10 +101,10 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
   }
   auto load_step = [&](const KeyStep& s, int stage) {
     const int rows = s.range_end - s.begin;
-    const auto* k_base = static_cast<const Element*>(p.k.data) + int64_t{s.begin} * p.k.token_stride +
-                         kv_head * p.k.head_stride;
-    const auto* v_base = static_cast<const Element*>(p.v.data) + int64_t{s.begin} * p.v.token_stride +
-                         kv_head * p.v.head_stride;
+    const auto* k_base =
+        static_cast<const Element*>(p.k.data) + int64_t{s.begin} * p.k.token_stride + kv_head * p.k.head_stride;
+    const auto* v_base =
+        static_cast<const Element*>(p.v.data) + int64_t{s.begin} * p.v.token_stride + kv_head * p.v.head_stride;
     Tensor sK = make_tensor(make_smem_ptr(smem.k[stage]), typename Traits::DqSmemKey{});
     Tensor sV = make_tensor(make_smem_ptr(smem.v[stage]), typename Traits::DqSmemKey{});
     copy_rows_async(tile_copy, global_rows<kN, kD>(k_base, p.k.token_stride), sK, rows);
@@ -140,8 +139,7 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
     Tensor sK = make_tensor(make_smem_ptr(smem.k[stage]), typename Traits::DqSmemKey{});
     Tensor sV = make_tensor(make_smem_ptr(smem.v[stage]), typename Traits::DqSmemKey{});
     Tensor sKt = make_tensor(make_smem_ptr(smem.k[stage]), typename Traits::DqSmemKeyT{});
-    Tensor sKtFlat = make_tensor(make_smem_ptr(smem.k[stage]),
-                                 get_nonswizzle_portion(typename Traits::DqSmemKeyT{}));
+    Tensor sKtFlat = make_tensor(make_smem_ptr(smem.k[stage]), get_nonswizzle_portion(typename Traits::DqSmemKeyT{}));
 
     // S = Q K^T and dP = dO V^T, (query, key).
     Tensor acc_s = partition_fragment_C(mma, Shape<Int<kM>, Int<kN>>{});
@@ -150,31 +148,26 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
     clear(acc_dp);
     {
       Tensor tSrK = thr_mma.partition_fragment_B(sK);
-      gemm_smem_smem(mma, acc_s, tSrQ, tSrK, tSsQ, load_b.get_thread_slice(tid).partition_S(sK),
-                     load_a, load_b);
-      gemm_smem_smem(mma, acc_dp, tSrQ, tSrK, tSsdO,
-                     load_b.get_thread_slice(tid).partition_S(sV), load_a, load_b);
+      gemm_smem_smem(mma, acc_s, tSrQ, tSrK, tSsQ, load_b.get_thread_slice(tid).partition_S(sK), load_a, load_b);
+      gemm_smem_smem(mma, acc_dp, tSrQ, tSrK, tSsdO, load_b.get_thread_slice(tid).partition_S(sV), load_a, load_b);
     }
 
     const int key_rows = min(kN, step.range_end - step.begin);
-    const bool needs_mask =
-        (step.causal && step.begin + kN - 1 > query_begin) || query_rows < kM || key_rows < kN;
+    const bool needs_mask = (step.causal && step.begin + kN - 1 > query_begin) || query_rows < kM || key_rows < kN;
     const auto visible = [&](int m, int n) {
       return n < key_rows && m < query_rows && (!step.causal || step.begin + n <= query_begin + m);
     };
     if (needs_mask) {
-      softmax_backward<true, 0>(acc_s, acc_dp, score_coords, smem.lse, smem.delta, scale_log2,
-                                visible);
+      softmax_backward<true, 0>(acc_s, acc_dp, score_coords, smem.lse, smem.delta, scale_log2, visible);
     } else {
-      softmax_backward<false, 0>(acc_s, acc_dp, score_coords, smem.lse, smem.delta, scale_log2,
-                                 visible);
+      softmax_backward<false, 0>(acc_s, acc_dp, score_coords, smem.lse, smem.delta, scale_log2, visible);
     }
     Tensor ds = convert_fragment<Element>(acc_dp);
     Tensor ds_a = make_tensor(ds.data(), accumulator_as_a_operand(ds.layout()));
     {
       Tensor tBrK = thr_mma.partition_fragment_B(sKtFlat);
-      gemm_reg_smem(mma, acc_dq, ds_a, tBrK,
-                    load_b_transposed.get_thread_slice(tid).partition_S(sKt), load_b_transposed);
+      gemm_reg_smem(mma, acc_dq, ds_a, tBrK, load_b_transposed.get_thread_slice(tid).partition_S(sKt),
+                    load_b_transposed);
     }
     __syncthreads();  // the next prefetch overwrites this stage
     if (!has_next) break;
@@ -184,14 +177,12 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
 
   // ---- epilogue: dQ = scale * sum dS K ----
   Tensor out_coords = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kD>>{}));
-  auto* dq = static_cast<Element*>(p.dq.data) + int64_t{query_begin} * p.dq.token_stride +
-             head * p.dq.head_stride;
+  auto* dq = static_cast<Element*>(p.dq.data) + int64_t{query_begin} * p.dq.token_stride + head * p.dq.head_stride;
   CUTE_UNROLL
   for (int i = 0; i < size(acc_dq); ++i) {
     const int m = get<0>(out_coords(i));
     if (m < query_rows) {
-      dq[m * p.dq.token_stride + get<1>(out_coords(i))] =
-          static_cast<Element>(acc_dq(i) * p.softmax_scale);
+      dq[m * p.dq.token_stride + get<1>(out_coords(i))] = static_cast<Element>(acc_dq(i) * p.softmax_scale);
     }
   }
 }

@@ -3,9 +3,9 @@
 // plan's table (host/backward_plan.h) so the host and the kernels cannot disagree.
 #pragma once
 
-#include <cute/tensor.hpp>
 #include <cutlass/numeric_types.h>
 
+#include <cute/tensor.hpp>
 #include <type_traits>
 
 #include "host/backward_plan.h"
@@ -18,28 +18,24 @@ using namespace cute;
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <typename Element>
-using Sm80MmaAtom = std::conditional_t<std::is_same_v<Element, cutlass::half_t>,
-                                       MMA_Atom<SM80_16x8x16_F32F16F16F32_TN>,
+using Sm80MmaAtom = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, MMA_Atom<SM80_16x8x16_F32F16F16F32_TN>,
                                        MMA_Atom<SM80_16x8x16_F32BF16BF16F32_TN>>;
 
 // Row-major (rows, head_dim) tile of 16-bit elements, swizzled so that ldmatrix of 8 rows x 16
 // bytes touches 8 distinct bank groups (rows are 128 bytes apart in the 64-column atom).
 template <int kRows, int kCols>
 using SwizzledRowMajor = decltype(tile_to_shape(
-    composition(Swizzle<3, 3, 3>{}, cute::Layout<Shape<_8, _64>, Stride<_64, _1>>{}),
-    Shape<Int<kRows>, Int<kCols>>{}));
+    composition(Swizzle<3, 3, 3>{}, cute::Layout<Shape<_8, _64>, Stride<_64, _1>>{}), Shape<Int<kRows>, Int<kCols>>{}));
 
 // The (kCols, kRows) view of a (kRows, kCols) shared-memory layout: element (c, r) is (r, c).
 template <typename RowLayout, int kRows, int kCols>
-using TransposedView = decltype(composition(
-    RowLayout{}, make_layout(Shape<Int<kCols>, Int<kRows>>{}, GenRowMajor{})));
+using TransposedView = decltype(composition(RowLayout{}, make_layout(Shape<Int<kCols>, Int<kRows>>{}, GenRowMajor{})));
 
 // Global -> shared copy of (rows, kHeadDim) tiles: 16-byte cp.async, kHeadDim / 8 threads per row.
 template <typename Element, int kThreads, int kHeadDim>
 using RowTileCopy = decltype(make_tiled_copy(
     Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>, Element>{},
-    cute::Layout<Shape<Int<kThreads / (kHeadDim / 8)>, Int<kHeadDim / 8>>,
-           Stride<Int<kHeadDim / 8>, _1>>{},
+    cute::Layout<Shape<Int<kThreads / (kHeadDim / 8)>, Int<kHeadDim / 8>>, Stride<Int<kHeadDim / 8>, _1>>{},
     cute::Layout<Shape<_1, _8>>{}));
 
 template <typename Element_, int kHeadDim_>
@@ -90,8 +86,7 @@ struct BackwardTraits {
   static constexpr int kDqKeyBlock = kShape.dq_key_block;
   static constexpr int kDqWarps = kDqQueryBlock / 16;
   static constexpr int kDqThreads = kDqWarps * 32;
-  using DqMma = TiledMMA<MmaAtom, cute::Layout<Shape<Int<kDqWarps>, _1, _1>>,
-                         Tile<Int<16 * kDqWarps>, _16, _16>>;
+  using DqMma = TiledMMA<MmaAtom, cute::Layout<Shape<Int<kDqWarps>, _1, _1>>, Tile<Int<16 * kDqWarps>, _16, _16>>;
   using DqSmemQuery = SwizzledRowMajor<kDqQueryBlock, kHeadDim>;
   using DqSmemKey = SwizzledRowMajor<kDqKeyBlock, kHeadDim>;
   using DqSmemKeyT = TransposedView<DqSmemKey, kDqKeyBlock, kHeadDim>;

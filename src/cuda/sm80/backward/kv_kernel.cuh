@@ -97,19 +97,15 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
   const int key_rows = min(kN, key_segment_end - key_begin);
   const int heads_per_kv = p.heads / p.kv_heads;
 
-  const QueryWalk walk{p.cu_seqlens,
-                       tile.segment == tile.prompt_segment ? tile.group_end_segment
-                                                           : tile.segment + 1,
+  const QueryWalk walk{p.cu_seqlens, tile.segment == tile.prompt_segment ? tile.group_end_segment : tile.segment + 1,
                        kv_head * heads_per_kv, (kv_head + 1) * heads_per_kv, kM};
-  QueryStep step{tile.segment, key_segment_begin + (key_begin - key_segment_begin) / kM * kM,
-                 key_segment_end, walk.first_head};
+  QueryStep step{tile.segment, key_segment_begin + (key_begin - key_segment_begin) / kM * kM, key_segment_end,
+                 walk.first_head};
 
   // ---- loads ----
   typename Traits::KvTileCopy tile_copy;
-  const auto* k_base = static_cast<const Element*>(p.k.data) + key_begin * p.k.token_stride +
-                       kv_head * p.k.head_stride;
-  const auto* v_base = static_cast<const Element*>(p.v.data) + key_begin * p.v.token_stride +
-                       kv_head * p.v.head_stride;
+  const auto* k_base = static_cast<const Element*>(p.k.data) + key_begin * p.k.token_stride + kv_head * p.k.head_stride;
+  const auto* v_base = static_cast<const Element*>(p.v.data) + key_begin * p.v.token_stride + kv_head * p.v.head_stride;
   Tensor sK = make_tensor(make_smem_ptr(smem.k), typename Traits::SmemKey{});
   Tensor sV = make_tensor(make_smem_ptr(smem.v), typename Traits::SmemKey{});
   copy_rows_async(tile_copy, global_rows<kN, kD>(k_base, p.k.token_stride), sK, key_rows);
@@ -118,10 +114,10 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
 
   auto load_step = [&](const QueryStep& s, int stage) {
     const int rows = s.segment_end - s.begin;
-    const auto* q_base = static_cast<const Element*>(p.q.data) + int64_t{s.begin} * p.q.token_stride +
-                         s.head * p.q.head_stride;
-    const auto* do_base = static_cast<const Element*>(p.dout.data) +
-                          int64_t{s.begin} * p.dout.token_stride + s.head * p.dout.head_stride;
+    const auto* q_base =
+        static_cast<const Element*>(p.q.data) + int64_t{s.begin} * p.q.token_stride + s.head * p.q.head_stride;
+    const auto* do_base =
+        static_cast<const Element*>(p.dout.data) + int64_t{s.begin} * p.dout.token_stride + s.head * p.dout.head_stride;
     Tensor sQ = make_tensor(make_smem_ptr(smem.q[stage]), typename Traits::SmemQuery{});
     Tensor sdO = make_tensor(make_smem_ptr(smem.dout[stage]), typename Traits::SmemQuery{});
     copy_rows_async(tile_copy, global_rows<kM, kD>(q_base, p.q.token_stride), sQ, rows);
@@ -181,8 +177,7 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
     Tensor sdO = make_tensor(make_smem_ptr(smem.dout[stage]), typename Traits::SmemQuery{});
     Tensor sQt = make_tensor(make_smem_ptr(smem.q[stage]), typename Traits::SmemQueryT{});
     Tensor sdOt = make_tensor(make_smem_ptr(smem.dout[stage]), typename Traits::SmemQueryT{});
-    Tensor sQtFlat = make_tensor(make_smem_ptr(smem.q[stage]),
-                                 get_nonswizzle_portion(typename Traits::SmemQueryT{}));
+    Tensor sQtFlat = make_tensor(make_smem_ptr(smem.q[stage]), get_nonswizzle_portion(typename Traits::SmemQueryT{}));
 
     // S^T = K Q^T and dP^T = V dO^T, (key, query).
     Tensor acc_s = partition_fragment_C(mma, Shape<Int<kN>, Int<kM>>{});
@@ -201,21 +196,17 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
     // when the query tile is in the key tile's own segment.
     const bool causal = step.segment == tile.segment;
     const int query_rows = step.segment_end - step.begin;
-    const bool needs_mask =
-        (causal && step.begin < key_begin + key_rows - 1) || query_rows < kM || key_rows < kN;
+    const bool needs_mask = (causal && step.begin < key_begin + key_rows - 1) || query_rows < kM || key_rows < kN;
     const auto visible = [&](int n, int m) {
       return n < key_rows && m < query_rows && (!causal || key_begin + n <= step.begin + m);
     };
     if (needs_mask) {
-      softmax_backward<true, 1>(acc_s, acc_dp, score_coords, smem.lse[stage], smem.delta[stage],
-                                scale_log2, visible);
+      softmax_backward<true, 1>(acc_s, acc_dp, score_coords, smem.lse[stage], smem.delta[stage], scale_log2, visible);
     } else {
-      softmax_backward<false, 1>(acc_s, acc_dp, score_coords, smem.lse[stage],
-                                 smem.delta[stage], scale_log2, visible);
+      softmax_backward<false, 1>(acc_s, acc_dp, score_coords, smem.lse[stage], smem.delta[stage], scale_log2, visible);
     }
     copy(store_score, thr_store.retile_S(convert_fragment<Element>(acc_s)), thr_store.partition_D(sPt));
-    copy(store_score, thr_store.retile_S(convert_fragment<Element>(acc_dp)),
-         thr_store.partition_D(sdSt));
+    copy(store_score, thr_store.retile_S(convert_fragment<Element>(acc_dp)), thr_store.partition_D(sdSt));
     __syncthreads();
 
     // dV += P^T dO and dK += dS^T Q, B operands read transposed from the (query, d) tiles.
@@ -231,19 +222,16 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
     if constexpr (kAccumulateDq) {
       // dQ += scale * dS K, dS read transposed from the stored dS^T.
       Tensor sdS = make_tensor(make_smem_ptr(smem.ds_t), typename Traits::SmemScore{});
-      Tensor sdSFlat = make_tensor(make_smem_ptr(smem.ds_t),
-                                   get_nonswizzle_portion(typename Traits::SmemScore{}));
+      Tensor sdSFlat = make_tensor(make_smem_ptr(smem.ds_t), get_nonswizzle_portion(typename Traits::SmemScore{}));
       Tensor sKt = make_tensor(make_smem_ptr(smem.k), typename Traits::SmemKeyT{});
-      Tensor sKtFlat =
-          make_tensor(make_smem_ptr(smem.k), get_nonswizzle_portion(typename Traits::SmemKeyT{}));
+      Tensor sKtFlat = make_tensor(make_smem_ptr(smem.k), get_nonswizzle_portion(typename Traits::SmemKeyT{}));
       Tensor acc_dq = partition_fragment_C(dq_mma, Shape<Int<kM>, Int<kD>>{});
       clear(acc_dq);
       Tensor tArdS = dq_thr_mma.partition_fragment_A(sdSFlat);
       Tensor tBrK = dq_thr_mma.partition_fragment_B(sKtFlat);
-      gemm_smem_smem(dq_mma, acc_dq, tArdS, tBrK,
-                     load_ds_transposed.get_thread_slice(tid).partition_S(sdS),
-                     load_key_transposed.get_thread_slice(tid).partition_S(sKt),
-                     load_ds_transposed, load_key_transposed);
+      gemm_smem_smem(dq_mma, acc_dq, tArdS, tBrK, load_ds_transposed.get_thread_slice(tid).partition_S(sdS),
+                     load_key_transposed.get_thread_slice(tid).partition_S(sKt), load_ds_transposed,
+                     load_key_transposed);
       Tensor dq_coords = dq_thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kD>>{}));
       Tensor dq_rc = make_tensor(acc_dq.data(), accumulator_rows_cols(acc_dq.layout()));
       Tensor dq_coords_rc = make_tensor(dq_coords.data(), accumulator_rows_cols(dq_coords.layout()));
@@ -270,10 +258,8 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
 
   // ---- epilogue: dK = scale * sum dS^T Q, dV = sum P^T dO ----
   Tensor out_coords = thr_mma.partition_C(make_identity_tensor(Shape<Int<kN>, Int<kD>>{}));
-  auto* dk = static_cast<Element*>(p.dk.data) + key_begin * p.dk.token_stride +
-             kv_head * p.dk.head_stride;
-  auto* dv = static_cast<Element*>(p.dv.data) + key_begin * p.dv.token_stride +
-             kv_head * p.dv.head_stride;
+  auto* dk = static_cast<Element*>(p.dk.data) + key_begin * p.dk.token_stride + kv_head * p.dk.head_stride;
+  auto* dv = static_cast<Element*>(p.dv.data) + key_begin * p.dv.token_stride + kv_head * p.dv.head_stride;
   CUTE_UNROLL
   for (int i = 0; i < size(acc_dk); ++i) {
     const int n = get<0>(out_coords(i));

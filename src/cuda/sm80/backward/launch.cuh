@@ -15,13 +15,11 @@
 namespace dualkv::sm80 {
 
 template <typename Kernel>
-void launch_with_shared_memory(Kernel kernel, const char* name, int blocks, int threads,
-                               size_t shared_bytes, cudaStream_t stream,
-                               const BackwardParams& params) {
+void launch_with_shared_memory(Kernel kernel, const char* name, int blocks, int threads, size_t shared_bytes,
+                               cudaStream_t stream, const BackwardParams& params) {
   if (blocks == 0) return;
-  detail::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(shared_bytes)),
-                     name);
+  detail::check_cuda(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)), name);
   kernel<<<blocks, threads, shared_bytes, stream>>>(params);
   detail::check_launch(name);
 }
@@ -41,18 +39,15 @@ void run_backward(const BackwardParams& params) {
 
   const int kv_blocks = params.num_key_tiles * params.kv_heads;
   if (accumulate_dq) {
-    launch_with_shared_memory(backward_kv_kernel<Traits, true>, "backward_kv_kernel", kv_blocks,
-                              Traits::kKvThreads, sizeof(KvSharedStorage<Traits>), stream,
-                              params);
+    launch_with_shared_memory(backward_kv_kernel<Traits, true>, "backward_kv_kernel", kv_blocks, Traits::kKvThreads,
+                              sizeof(KvSharedStorage<Traits>), stream, params);
     backward_dq_convert_kernel<Element, kHeadDim><<<row_blocks, Chunks::kThreads, 0, stream>>>(params);
     detail::check_launch("backward_dq_convert_kernel");
   } else {
-    launch_with_shared_memory(backward_kv_kernel<Traits, false>, "backward_kv_kernel", kv_blocks,
-                              Traits::kKvThreads, sizeof(KvSharedStorage<Traits>), stream,
-                              params);
-    launch_with_shared_memory(backward_dq_kernel<Traits>, "backward_dq_kernel",
-                              params.num_query_tiles * params.heads, Traits::kDqThreads,
-                              sizeof(DqSharedStorage<Traits>), stream, params);
+    launch_with_shared_memory(backward_kv_kernel<Traits, false>, "backward_kv_kernel", kv_blocks, Traits::kKvThreads,
+                              sizeof(KvSharedStorage<Traits>), stream, params);
+    launch_with_shared_memory(backward_dq_kernel<Traits>, "backward_dq_kernel", params.num_query_tiles * params.heads,
+                              Traits::kDqThreads, sizeof(DqSharedStorage<Traits>), stream, params);
   }
 }
 

@@ -3,8 +3,9 @@
 // fp32 accumulator into the A operand of the next GEMM.
 #pragma once
 
-#include <cute/tensor.hpp>
 #include <cutlass/numeric_conversion.h>
+
+#include <cute/tensor.hpp>
 
 #include "cuda/sm80/backward/kernel_traits.cuh"
 
@@ -14,11 +15,11 @@ using namespace cute;
 
 // acc += A * B with both operands in shared memory. tAsA / tBsB are the copy partitions of
 // the shared tiles; tArA / tBrB the MMA fragments (whose copy views are retiled here).
-template <typename TiledMma, typename Acc, typename FragA, typename FragB, typename SmemA,
-          typename SmemB, typename CopyA, typename CopyB>
-__device__ __forceinline__ void gemm_smem_smem(const TiledMma& mma, Acc& acc, FragA& tArA,
-                                               FragB& tBrB, const SmemA& tAsA, const SmemB& tBsB,
-                                               const CopyA& copy_a, const CopyB& copy_b) {
+template <typename TiledMma, typename Acc, typename FragA, typename FragB, typename SmemA, typename SmemB,
+          typename CopyA, typename CopyB>
+__device__ __forceinline__ void gemm_smem_smem(const TiledMma& mma, Acc& acc, FragA& tArA, FragB& tBrB,
+                                               const SmemA& tAsA, const SmemB& tBsB, const CopyA& copy_a,
+                                               const CopyB& copy_b) {
   auto a_view = copy_a.get_thread_slice(threadIdx.x).retile_D(tArA);
   auto b_view = copy_b.get_thread_slice(threadIdx.x).retile_D(tBrB);
   constexpr int kSlices = decltype(size<2>(tArA))::value;
@@ -35,11 +36,9 @@ __device__ __forceinline__ void gemm_smem_smem(const TiledMma& mma, Acc& acc, Fr
 }
 
 // acc += A * B with A already in registers (an earlier GEMM's converted accumulator).
-template <typename TiledMma, typename Acc, typename FragA, typename FragB, typename SmemB,
-          typename CopyB>
-__device__ __forceinline__ void gemm_reg_smem(const TiledMma& mma, Acc& acc, const FragA& tArA,
-                                              FragB& tBrB, const SmemB& tBsB,
-                                              const CopyB& copy_b) {
+template <typename TiledMma, typename Acc, typename FragA, typename FragB, typename SmemB, typename CopyB>
+__device__ __forceinline__ void gemm_reg_smem(const TiledMma& mma, Acc& acc, const FragA& tArA, FragB& tBrB,
+                                              const SmemB& tBsB, const CopyB& copy_b) {
   auto b_view = copy_b.get_thread_slice(threadIdx.x).retile_D(tBrB);
   constexpr int kSlices = decltype(size<2>(tArA))::value;
   copy(copy_b, tBsB(_, _, _0{}), b_view(_, _, _0{}));
@@ -59,8 +58,7 @@ __device__ __forceinline__ auto accumulator_as_a_operand(AccLayout acc) {
   static_assert(decltype(size<0>(acc))::value == 4, "m16n8 accumulator");
   static_assert(decltype(size<2>(acc))::value % 2 == 0, "k-slices are 16 columns");
   auto split = logical_divide(acc, Shape<Underscore, Underscore, _2>{});
-  return make_layout(make_layout(get<0>(split), get<2, 0>(split)), get<1>(split),
-                     get<2, 1>(split));
+  return make_layout(make_layout(get<0>(split), get<2, 0>(split)), get<1>(split), get<2, 1>(split));
 }
 
 // The same accumulator as a (rows, columns) matrix: ((2,2), MMA_M, MMA_N) ->
@@ -70,8 +68,7 @@ template <typename AccLayout>
 __device__ __forceinline__ auto accumulator_rows_cols(AccLayout acc) {
   static_assert(decltype(size<0>(acc))::value == 4, "m16n8 accumulator");
   auto split = logical_divide(acc, Shape<_2>{});  // ((2, 2), MMA_M, MMA_N)
-  return make_layout(make_layout(get<0, 1>(split), get<1>(split)),
-                     make_layout(get<0, 0>(split), get<2>(split)));
+  return make_layout(make_layout(get<0, 1>(split), get<1>(split)), make_layout(get<0, 0>(split), get<2>(split)));
 }
 
 // 2^x on the special-function unit, flushing subnormal results to zero: the softmax needs no
@@ -88,8 +85,8 @@ __device__ __forceinline__ float exp2_approx(float x) {
 // are read once per query.
 template <bool kMasked, int kQueryMode, typename Scores, typename Coords, typename Visible>
 __device__ __forceinline__ void softmax_backward(Scores& scores, Scores& dscores, const Coords& coords,
-                                                 const float* lse, const float* delta,
-                                                 float scale_log2, const Visible& visible) {
+                                                 const float* lse, const float* delta, float scale_log2,
+                                                 const Visible& visible) {
   Tensor s = make_tensor(scores.data(), accumulator_rows_cols(scores.layout()));
   Tensor ds = make_tensor(dscores.data(), accumulator_rows_cols(dscores.layout()));
   Tensor rc = make_tensor(coords.data(), accumulator_rows_cols(coords.layout()));

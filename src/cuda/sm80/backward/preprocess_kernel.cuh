@@ -34,10 +34,10 @@ __global__ void __launch_bounds__(256) backward_preprocess_kernel(const Backward
 
   float sum = 0.f;
   if (active) {
-    const auto* dout = static_cast<const Element*>(p.dout.data) + token * p.dout.token_stride +
-                       head * p.dout.head_stride + chunk * 8;
-    const auto* out = static_cast<const Element*>(p.out.data) + token * p.out.token_stride +
-                      head * p.out.head_stride + chunk * 8;
+    const auto* dout =
+        static_cast<const Element*>(p.dout.data) + token * p.dout.token_stride + head * p.dout.head_stride + chunk * 8;
+    const auto* out =
+        static_cast<const Element*>(p.out.data) + token * p.out.token_stride + head * p.out.head_stride + chunk * 8;
     const Vector dout_chunk = *reinterpret_cast<const Vector*>(dout);
     const Vector out_chunk = *reinterpret_cast<const Vector*>(out);
     CUTLASS_PRAGMA_UNROLL
@@ -75,8 +75,7 @@ __global__ void __launch_bounds__(256) backward_dq_convert_kernel(const Backward
   Vector converted;
   CUTLASS_PRAGMA_UNROLL
   for (int i = 0; i < 8; ++i) converted[i] = static_cast<Element>(values[i]);
-  auto* dq = static_cast<Element*>(p.dq.data) + token * p.dq.token_stride +
-             head * p.dq.head_stride + chunk * 8;
+  auto* dq = static_cast<Element*>(p.dq.data) + token * p.dq.token_stride + head * p.dq.head_stride + chunk * 8;
   *reinterpret_cast<Vector*>(dq) = converted;
 }
 

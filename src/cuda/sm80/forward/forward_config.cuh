@@ -3,9 +3,9 @@
 // shared-memory layouts and the copy engines that move tiles between memories.
 #pragma once
 
-#include <cute/tensor.hpp>
 #include <cutlass/numeric_types.h>
 
+#include <cute/tensor.hpp>
 #include <type_traits>
 
 #include "host/work_plan.h"
@@ -29,9 +29,9 @@ struct Sm80ForwardConfig {
 
   // m16n8k16 tensor-core MMA with fp32 accumulation; warps are stacked along M, so each warp owns
   // kBlockM / kWarps query rows and the softmax of a row never crosses warps.
-  using MmaAtom = std::conditional_t<std::is_same_v<Element, cutlass::half_t>,
-                                     cute::MMA_Atom<cute::SM80_16x8x16_F32F16F16F32_TN>,
-                                     cute::MMA_Atom<cute::SM80_16x8x16_F32BF16BF16F32_TN>>;
+  using MmaAtom =
+      std::conditional_t<std::is_same_v<Element, cutlass::half_t>, cute::MMA_Atom<cute::SM80_16x8x16_F32F16F16F32_TN>,
+                         cute::MMA_Atom<cute::SM80_16x8x16_F32BF16BF16F32_TN>>;
   using TiledMma = cute::TiledMMA<MmaAtom, cute::Layout<cute::Shape<cute::Int<kWarps>, cute::_1, cute::_1>>,
                                   cute::Tile<cute::Int<16 * kWarps>, cute::_16, cute::_16>>;
 
@@ -41,7 +41,8 @@ struct Sm80ForwardConfig {
       cute::Swizzle<3, 3, 3>{},
       cute::Layout<cute::Shape<cute::_8, cute::Int<kChunk>>, cute::Stride<cute::Int<kChunk>, cute::_1>>{}));
   using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}));
-  using SmemLayoutKV = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}));
+  using SmemLayoutKV =
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}));
   // V read as the (head_dim, keys) B operand of O += P V: the same bytes, transposed view.
   using SmemLayoutVt = decltype(cute::composition(
       SmemLayoutKV{}, cute::make_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{}, cute::GenRowMajor{})));
@@ -60,16 +61,17 @@ struct Sm80ForwardConfig {
   // chunk of a row, so a warp writes 4 rows x 128 bytes of shared memory per wave.
   static constexpr int kElementsPerVector = 16 / static_cast<int>(sizeof(Element));
   static constexpr int kThreadsPerChunk = kChunk / kElementsPerVector;
-  using GmemThreadLayout = cute::Layout<cute::Shape<cute::Int<kThreads / kThreadsPerChunk>, cute::Int<kThreadsPerChunk>>,
-                                        cute::Stride<cute::Int<kThreadsPerChunk>, cute::_1>>;
+  using GmemThreadLayout =
+      cute::Layout<cute::Shape<cute::Int<kThreads / kThreadsPerChunk>, cute::Int<kThreadsPerChunk>>,
+                   cute::Stride<cute::Int<kThreadsPerChunk>, cute::_1>>;
   using GmemVectorLayout = cute::Layout<cute::Shape<cute::_1, cute::Int<kElementsPerVector>>>;
   // cp.async.cg: K/V are streamed once per CTA, so they bypass L1.
-  using GmemLoad = decltype(cute::make_tiled_copy(
-      cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{}, GmemThreadLayout{},
-      GmemVectorLayout{}));
-  using GmemStore = decltype(cute::make_tiled_copy(
-      cute::Copy_Atom<cute::AutoVectorizingCopyWithAssumedAlignment<128>, Element>{}, GmemThreadLayout{},
-      GmemVectorLayout{}));
+  using GmemLoad =
+      decltype(cute::make_tiled_copy(cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{},
+                                     GmemThreadLayout{}, GmemVectorLayout{}));
+  using GmemStore =
+      decltype(cute::make_tiled_copy(cute::Copy_Atom<cute::AutoVectorizingCopyWithAssumedAlignment<128>, Element>{},
+                                     GmemThreadLayout{}, GmemVectorLayout{}));
 };
 
 }  // namespace dualkv::detail

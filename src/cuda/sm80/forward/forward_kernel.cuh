@@ -69,8 +69,8 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const __grid_
   Tensor tKVcKV = load_slice.partition_D(make_identity_tensor(BlockKV{}));
   auto load_key_block = [&](const Element* head_base, int64_t token_stride, auto& destination, int block) {
     const int key_begin = blocks.key_begin(block);
-    Tensor source = make_tensor(make_gmem_ptr(head_base + key_begin * token_stride), BlockKV{},
-                                make_stride(token_stride, _1{}));
+    Tensor source =
+        make_tensor(make_gmem_ptr(head_base + key_begin * token_stride), BlockKV{}, make_stride(token_stride, _1{}));
     load_rows_async(gmem_load, load_slice.partition_S(source), destination, tKVcKV,
                     blocks.range_end(block) - key_begin);
   };

@@ -28,11 +28,11 @@ struct ForwardKernelParams {
   int64_t v_token_stride, v_head_stride;
   int64_t out_token_stride, out_head_stride;
   int64_t lse_head_stride;
-  const ForwardTile* tiles;  // the work plan, in the caller's workspace
-  int32_t heads;             // H
-  int32_t heads_per_kv_head; // H / Hk: query head h reads kv head h / heads_per_kv_head
-  float softmax_scale;       // for the natural-log LSE
-  float softmax_scale_log2;  // softmax_scale * log2(e): softmax runs on exp2
+  const ForwardTile* tiles;   // the work plan, in the caller's workspace
+  int32_t heads;              // H
+  int32_t heads_per_kv_head;  // H / Hk: query head h reads kv head h / heads_per_kv_head
+  float softmax_scale;        // for the natural-log LSE
+  float softmax_scale_log2;   // softmax_scale * log2(e): softmax runs on exp2
 };
 
 // One CTA per (tile, head) work item, `work_items` = tiles * heads of them.

@@ -4,9 +4,10 @@
 // in registers), each pipelining the ldmatrix of k-step s + 1 behind the MMA of step s.
 #pragma once
 
-#include <cute/tensor.hpp>
 #include <cutlass/array.h>
 #include <cutlass/numeric_conversion.h>
+
+#include <cute/tensor.hpp>
 
 namespace dualkv::detail::sm80 {
 

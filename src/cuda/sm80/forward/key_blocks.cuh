@@ -5,9 +5,8 @@
 // causal mask; every other block runs unmasked.
 #pragma once
 
-#include <cute/tensor.hpp>
-
 #include <cmath>
+#include <cute/tensor.hpp>
 
 #include "host/work_plan.h"
 
@@ -18,9 +17,9 @@ enum class BlockMask { kNone, kBounds, kCausal };
 template <int kBlockN>
 struct KeyBlocks {
   int prompt_begin, prompt_end, self_begin, self_end;
-  int prompt_blocks;          // ceil(prompt keys / kBlockN)
-  int unmasked_prompt_blocks; // full prompt blocks
-  int unmasked_self_blocks;   // own-segment blocks whose last key <= the tile's first query
+  int prompt_blocks;           // ceil(prompt keys / kBlockN)
+  int unmasked_prompt_blocks;  // full prompt blocks
+  int unmasked_self_blocks;    // own-segment blocks whose last key <= the tile's first query
   int total;
 
   __device__ __forceinline__ explicit KeyBlocks(const ForwardTile& tile)

@@ -7,9 +7,8 @@
 // so row reductions combine across the quad with two xor-shuffles.
 #pragma once
 
-#include <cute/tensor.hpp>
-
 #include <cmath>
+#include <cute/tensor.hpp>
 
 #include "cuda/sm80/forward/fragments.cuh"
 
