@@ -19,7 +19,8 @@ from dualkv import losses
 
 # Several groups with different P and N, ragged R (including 1).
 SHAPES = [(7, [3, 5, 1]), (2, [4, 2]), (5, [6]), (1, [2, 1, 3, 2])]
-DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "python.md"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+QUICK_STARTS = [ROOT / "docs" / "python.md", ROOT / "README.md"]
 
 
 def _ncopy_logprobs(logits, input_ids, prompt_lengths, attention_mask):
@@ -164,7 +165,8 @@ def test_prepared_4d_mask_is_refused():
         model(**inputs, attention_mask=mask, dualkv_layout=packed.layout)
 
 
-def test_quick_start_in_docs_runs_as_written():
-    blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(), flags=re.S)
-    assert blocks, f"{DOCS} has no python block"
-    exec(compile("\n".join(blocks), str(DOCS), "exec"), {})
+@pytest.mark.parametrize("document", QUICK_STARTS, ids=lambda path: path.name)
+def test_quick_start_runs_as_written(document):
+    blocks = re.findall(r"```python\n(.*?)```", document.read_text(), flags=re.S)
+    assert blocks, f"{document} has no python block"
+    exec(compile("\n".join(blocks), str(document), "exec"), {})
