@@ -45,29 +45,45 @@ struct OnlineSoftmax {
 
   // Turns scores (an MMA accumulator, masked entries -inf) into unnormalised probabilities
   // exp(s - m_new) in place, and rescales the output accumulator `out` by exp(m_old - m_new).
+  // The rescale is skipped, for the whole warp at once, when no row of the warp raised its
+  // maximum: over a long prompt most key blocks leave every maximum unchanged, and the skipped
+  // factor would be exp2 of the rounding residual of m * scale_log2, i.e. 1 to within an ulp
+  // (O and l share it, so it cancels anyway). A NaN maximum compares unequal and rescales.
   template <typename Scores, typename Output>
   __device__ __forceinline__ void update(Scores& scores_acc, Output& out_acc, float scale_log2) {
     auto scores = cute::make_tensor(scores_acc.data(), accumulator_rows_by_columns(scores_acc.layout()));
     auto out = cute::make_tensor(out_acc.data(), accumulator_rows_by_columns(out_acc.layout()));
     static_assert(decltype(cute::size<0>(scores))::value == kRows);
+    float new_max[kRows];
+    float shift[kRows];  // m_new in log2 units
+    bool raised = false;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       float block_max = row_max[r];
       CUTE_UNROLL
       for (int c = 0; c < cute::size<1>(scores); ++c) block_max = fmaxf(block_max, scores(r, c));
-      const float new_max = quad_max(block_max);
-      // A row that has seen only masked keys keeps max -inf; exp2(-inf - 0) = 0 keeps it empty
-      // instead of producing (-inf) - (-inf) = NaN.
-      const float shift = (new_max == -INFINITY ? 0.0f : new_max) * scale_log2;
-      const float rescale = fast_exp2(row_max[r] * scale_log2 - shift);
-      row_max[r] = new_max;
-      row_sum[r] *= rescale;
+      new_max[r] = quad_max(block_max);
+      raised |= !(new_max[r] == row_max[r]);
+      // A row that has seen only masked keys keeps max -inf; shifting by 0 instead makes its
+      // factors exp2(-inf - 0) = 0 and keeps it empty instead of producing (-inf) - (-inf) = NaN.
+      shift[r] = (new_max[r] == -INFINITY ? 0.0f : new_max[r]) * scale_log2;
+    }
+    if (__any_sync(0xffffffffu, raised)) {
       CUTE_UNROLL
-      for (int c = 0; c < cute::size<1>(out); ++c) out(r, c) *= rescale;
+      for (int r = 0; r < kRows; ++r) {
+        const float rescale = fast_exp2(row_max[r] * scale_log2 - shift[r]);
+        row_sum[r] *= rescale;
+        CUTE_UNROLL
+        for (int c = 0; c < cute::size<1>(out); ++c) out(r, c) *= rescale;
+      }
+    }
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      row_max[r] = new_max[r];
       float sum = 0.0f;
       CUTE_UNROLL
       for (int c = 0; c < cute::size<1>(scores); ++c) {
-        scores(r, c) = fast_exp2(scores(r, c) * scale_log2 - shift);
+        scores(r, c) = fast_exp2(scores(r, c) * scale_log2 - shift[r]);
         sum += scores(r, c);
       }
       row_sum[r] += sum;
