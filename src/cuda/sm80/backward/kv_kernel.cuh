@@ -57,23 +57,30 @@ struct QueryStep {
   int head;
 };
 
+// The walk visits every query tile for one query head, then starts over for the next head of the
+// KV head's group. Heads outermost keeps the query rows that the CTAs resident at one time read
+// (Q, dO) and reduce into (dQ) close together: key tile t starts at query tile t * kN / kM, so
+// consecutive key tiles trail each other by kN / kM steps instead of heads x kN / kM, and the
+// rows in flight across the GPU fit in L2 at long prompts.
 struct QueryWalk {
   const int32_t* cu_seqlens;
   int end_segment;  // one past the last segment walked
-  int first_head;
   int end_head;
+  QueryStep first;  // the first step of every head's pass
   int block;
 
-  __device__ bool done(const QueryStep& step) const { return step.segment >= end_segment; }
+  __device__ bool done(const QueryStep& step) const { return step.head >= end_head; }
 
   __device__ void advance(QueryStep& step) const {
-    if (++step.head < end_head) return;
-    step.head = first_head;
     step.begin += block;
     if (step.begin < step.segment_end) return;
     ++step.segment;
     step.begin = step.segment_end;
-    if (step.segment < end_segment) step.segment_end = cu_seqlens[step.segment + 1];
+    if (step.segment < end_segment) {
+      step.segment_end = cu_seqlens[step.segment + 1];
+      return;
+    }
+    step = QueryStep{first.segment, first.begin, first.segment_end, step.head + 1};
   }
 };
 
@@ -97,10 +104,11 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
   const int key_rows = min(kN, key_segment_end - key_begin);
   const int heads_per_kv = p.heads / p.kv_heads;
 
+  const QueryStep first_step{tile.segment, key_segment_begin + (key_begin - key_segment_begin) / kM * kM,
+                              key_segment_end, kv_head * heads_per_kv};
   const QueryWalk walk{p.cu_seqlens, tile.segment == tile.prompt_segment ? tile.group_end_segment : tile.segment + 1,
-                       kv_head * heads_per_kv, (kv_head + 1) * heads_per_kv, kM};
-  QueryStep step{tile.segment, key_segment_begin + (key_begin - key_segment_begin) / kM * kM, key_segment_end,
-                 walk.first_head};
+                       (kv_head + 1) * heads_per_kv, first_step, kM};
+  QueryStep step = first_step;
 
   // ---- loads ----
   typename Traits::KvTileCopy tile_copy;

@@ -67,12 +67,20 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const __grid_
   Tensor tKsK = load_slice.partition_D(sK);
   Tensor tVsV = load_slice.partition_D(sV);
   Tensor tKVcKV = load_slice.partition_D(make_identity_tensor(BlockKV{}));
-  auto load_key_block = [&](const Element* head_base, int64_t token_stride, auto& destination, int block) {
+  // This thread's share of key rows [0, kBlockN) of the head; a block's share is the same
+  // partition moved by key_begin rows, so the row offsets are computed once, not per block.
+  Tensor tKgK = load_slice.partition_S(make_tensor(make_gmem_ptr(k_head), BlockKV{}, make_stride(p.k_token_stride, _1{})));
+  Tensor tVgV = load_slice.partition_S(make_tensor(make_gmem_ptr(v_head), BlockKV{}, make_stride(p.v_token_stride, _1{})));
+  // Full blocks (all but the last of each range) load without row predicates.
+  auto load_key_block = [&](const auto& head_rows, int64_t token_stride, auto& destination, int block) {
     const int key_begin = blocks.key_begin(block);
-    Tensor source =
-        make_tensor(make_gmem_ptr(head_base + key_begin * token_stride), BlockKV{}, make_stride(token_stride, _1{}));
-    load_rows_async(gmem_load, load_slice.partition_S(source), destination, tKVcKV,
-                    blocks.range_end(block) - key_begin);
+    Tensor source = make_tensor(head_rows.data() + key_begin * token_stride, head_rows.layout());
+    const int valid_rows = blocks.range_end(block) - key_begin;
+    if (valid_rows >= Config::kBlockN) {
+      copy(gmem_load, source, destination);
+    } else {
+      load_rows_async(gmem_load, source, destination, tKVcKV, valid_rows);
+    }
   };
 
   // shared -> registers -> tensor cores
@@ -95,7 +103,7 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const __grid_
   clear(acc_o);
 
   load_rows_async(gmem_load, load_slice.partition_S(gQ), tQsQ, tQcQ, rows);
-  load_key_block(k_head, p.k_token_stride, tKsK, 0);
+  load_key_block(tKgK, p.k_token_stride, tKsK, 0);
   cp_async_fence();
 
   for (int block = 0; block < blocks.total; ++block) {
@@ -103,7 +111,7 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const __grid_
     clear(acc_s);
     cp_async_wait<0>();
     __syncthreads();  // K(block) has landed and every warp is done with V(block - 1)
-    load_key_block(v_head, p.v_token_stride, tVsV, block);
+    load_key_block(tVgV, p.v_token_stride, tVsV, block);
     cp_async_fence();
 
     gemm_from_shared(mma, acc_s, tSrQ, tSrK, tSsQ, tSsK, smem_load_q, smem_load_k);
@@ -116,7 +124,7 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const __grid_
 
     cp_async_wait<0>();
     __syncthreads();  // V(block) has landed and every warp is done with K(block)
-    if (block + 1 < blocks.total) load_key_block(k_head, p.k_token_stride, tKsK, block + 1);
+    if (block + 1 < blocks.total) load_key_block(tKgK, p.k_token_stride, tKsK, block + 1);
     cp_async_fence();
 
     softmax.update(acc_s, acc_o, p.softmax_scale_log2);
