@@ -34,10 +34,9 @@ constexpr int64_t kKvHeads = 2;
 // A valid problem on the device, at a chosen head dim.
 class Problem {
  public:
-  explicit Problem(int64_t head_dim)
+  explicit Problem(int64_t head_dim, DType dtype = DType::kFloat16)
       : layout(make_layout(kBatch)),
-        host(make_host_tensors(Placement::kContiguous, DType::kFloat16, layout.total_tokens(), kHeads, kKvHeads,
-                               head_dim)),
+        host(make_host_tensors(Placement::kContiguous, dtype, layout.total_tokens(), kHeads, kKvHeads, head_dim)),
         device(host),
         scale(dualkv::default_softmax_scale(head_dim)) {}
 
@@ -72,6 +71,18 @@ TEST(CudaErrors, Float64AccumulationIsCpuOnly) {
   EXPECT_TRUE(error_naming("options.accumulation", [&] { dualkv::forward_workspace_bytes(problem.layout, forward); }));
   EXPECT_TRUE(
       error_naming("options.accumulation", [&] { dualkv::backward_workspace_bytes(problem.layout, backward); }));
+}
+
+// fp32 tensors are valid (the CPU path runs them) but the CUDA path compiles fp16/bf16 kernels only.
+TEST(CudaErrors, Float32NotCompiled) {
+  const Problem problem(64, DType::kFloat32);
+  const DeviceBytes workspace(kGenerousWorkspace);
+  const dualkv::ForwardParams forward = with_workspace(problem.forward(), workspace, workspace.bytes());
+  const dualkv::BackwardParams backward = with_workspace(problem.backward(), workspace, workspace.bytes());
+  EXPECT_TRUE(error_naming("q.dtype", [&] { dualkv::forward_workspace_bytes(problem.layout, forward); }));
+  EXPECT_TRUE(error_naming("q.dtype", [&] { dualkv::backward_workspace_bytes(problem.layout, backward); }));
+  EXPECT_TRUE(error_naming("q.dtype", [&] { dualkv::forward(problem.layout, forward); }));
+  EXPECT_TRUE(error_naming("q.dtype", [&] { dualkv::backward(problem.layout, backward); }));
 }
 
 // 96 is a valid head dim (the CPU path runs it) that the CUDA path does not compile.

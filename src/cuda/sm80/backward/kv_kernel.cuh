@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
   const int heads_per_kv = p.heads / p.kv_heads;
 
   const QueryStep first_step{tile.segment, key_segment_begin + (key_begin - key_segment_begin) / kM * kM,
-                              key_segment_end, kv_head * heads_per_kv};
+                             key_segment_end, kv_head * heads_per_kv};
   const QueryWalk walk{p.cu_seqlens, tile.segment == tile.prompt_segment ? tile.group_end_segment : tile.segment + 1,
                        (kv_head + 1) * heads_per_kv, first_step, kM};
   QueryStep step = first_step;

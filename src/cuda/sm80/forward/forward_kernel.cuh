@@ -69,8 +69,10 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const __grid_
   Tensor tKVcKV = load_slice.partition_D(make_identity_tensor(BlockKV{}));
   // This thread's share of key rows [0, kBlockN) of the head; a block's share is the same
   // partition moved by key_begin rows, so the row offsets are computed once, not per block.
-  Tensor tKgK = load_slice.partition_S(make_tensor(make_gmem_ptr(k_head), BlockKV{}, make_stride(p.k_token_stride, _1{})));
-  Tensor tVgV = load_slice.partition_S(make_tensor(make_gmem_ptr(v_head), BlockKV{}, make_stride(p.v_token_stride, _1{})));
+  Tensor tKgK =
+      load_slice.partition_S(make_tensor(make_gmem_ptr(k_head), BlockKV{}, make_stride(p.k_token_stride, _1{})));
+  Tensor tVgV =
+      load_slice.partition_S(make_tensor(make_gmem_ptr(v_head), BlockKV{}, make_stride(p.v_token_stride, _1{})));
   // Full blocks (all but the last of each range) load without row predicates.
   auto load_key_block = [&](const auto& head_rows, int64_t token_stride, auto& destination, int block) {
     const int key_begin = blocks.key_begin(block);

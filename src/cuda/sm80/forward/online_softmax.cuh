@@ -30,6 +30,26 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// Reduces row r of a (rows, columns) fragment with `op` over kChains interleaved partial results
+// combined at the end: a single chain would make every step wait for the previous one's latency
+// (2 resident warps per scheduler cannot hide that), kChains chains overlap.
+template <typename Matrix, typename Op>
+__device__ __forceinline__ float chained_reduce(const Matrix& m, int r, Op op) {
+  constexpr int kColumns = decltype(cute::size<1>(m))::value;
+  constexpr int kChains = kColumns % 4 == 0 ? 4 : 1;
+  float partial[kChains];
+  CUTE_UNROLL
+  for (int i = 0; i < kChains; ++i) partial[i] = m(r, i);
+  CUTE_UNROLL
+  for (int c = kChains; c < kColumns; ++c) partial[c % kChains] = op(partial[c % kChains], m(r, c));
+  CUTE_UNROLL
+  for (int step = kChains / 2; step > 0; step /= 2) {
+    CUTE_UNROLL
+    for (int i = 0; i < step; ++i) partial[i] = op(partial[i], partial[i + step]);
+  }
+  return partial[0];
+}
+
 template <int kRows>
 struct OnlineSoftmax {
   float row_max[kRows];  // in raw score units; -inf until a row has seen a key
@@ -59,10 +79,7 @@ struct OnlineSoftmax {
     bool raised = false;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      float block_max = row_max[r];
-      CUTE_UNROLL
-      for (int c = 0; c < cute::size<1>(scores); ++c) block_max = fmaxf(block_max, scores(r, c));
-      new_max[r] = quad_max(block_max);
+      new_max[r] = quad_max(fmaxf(row_max[r], chained_reduce(scores, r, [](float a, float b) { return fmaxf(a, b); })));
       raised |= !(new_max[r] == row_max[r]);
       // A row that has seen only masked keys keeps max -inf; shifting by 0 instead makes its
       // factors exp2(-inf - 0) = 0 and keeps it empty instead of producing (-inf) - (-inf) = NaN.
@@ -80,13 +97,9 @@ struct OnlineSoftmax {
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       row_max[r] = new_max[r];
-      float sum = 0.0f;
       CUTE_UNROLL
-      for (int c = 0; c < cute::size<1>(scores); ++c) {
-        scores(r, c) = fast_exp2(scores(r, c) * scale_log2 - shift[r]);
-        sum += scores(r, c);
-      }
-      row_sum[r] += sum;
+      for (int c = 0; c < cute::size<1>(scores); ++c) scores(r, c) = fast_exp2(scores(r, c) * scale_log2 - shift[r]);
+      row_sum[r] += chained_reduce(scores, r, [](float a, float b) { return a + b; });
     }
   }
 
