@@ -59,6 +59,17 @@ Params with_workspace(Params params, const DeviceBytes& workspace, size_t bytes)
   return params;
 }
 
+// Both workspace queries, the forward and the backward reject the parameters with an Error
+// naming `argument`; each call is checked on its own so that one early check cannot hide a
+// missing one.
+void expect_every_entry_point_rejects(const dualkv::Layout& layout, const dualkv::ForwardParams& forward,
+                                      const dualkv::BackwardParams& backward, const std::string& argument) {
+  EXPECT_TRUE(error_naming(argument, [&] { dualkv::forward_workspace_bytes(layout, forward); }));
+  EXPECT_TRUE(error_naming(argument, [&] { dualkv::backward_workspace_bytes(layout, backward); }));
+  EXPECT_TRUE(error_naming(argument, [&] { dualkv::forward(layout, forward); }));
+  EXPECT_TRUE(error_naming(argument, [&] { dualkv::backward(layout, backward); }));
+}
+
 TEST(CudaErrors, Float64AccumulationIsCpuOnly) {
   const Problem problem(64);
   const DeviceBytes workspace(kGenerousWorkspace);
@@ -66,35 +77,23 @@ TEST(CudaErrors, Float64AccumulationIsCpuOnly) {
   dualkv::BackwardParams backward = with_workspace(problem.backward(), workspace, workspace.bytes());
   forward.options.accumulation = dualkv::Accumulation::kFloat64;
   backward.options.accumulation = dualkv::Accumulation::kFloat64;
-  EXPECT_TRUE(error_naming("options.accumulation", [&] { dualkv::forward(problem.layout, forward); }));
-  EXPECT_TRUE(error_naming("options.accumulation", [&] { dualkv::backward(problem.layout, backward); }));
-  EXPECT_TRUE(error_naming("options.accumulation", [&] { dualkv::forward_workspace_bytes(problem.layout, forward); }));
-  EXPECT_TRUE(
-      error_naming("options.accumulation", [&] { dualkv::backward_workspace_bytes(problem.layout, backward); }));
+  expect_every_entry_point_rejects(problem.layout, forward, backward, "options.accumulation");
 }
 
 // fp32 tensors are valid (the CPU path runs them) but the CUDA path compiles fp16/bf16 kernels only.
 TEST(CudaErrors, Float32NotCompiled) {
   const Problem problem(64, DType::kFloat32);
   const DeviceBytes workspace(kGenerousWorkspace);
-  const dualkv::ForwardParams forward = with_workspace(problem.forward(), workspace, workspace.bytes());
-  const dualkv::BackwardParams backward = with_workspace(problem.backward(), workspace, workspace.bytes());
-  EXPECT_TRUE(error_naming("q.dtype", [&] { dualkv::forward_workspace_bytes(problem.layout, forward); }));
-  EXPECT_TRUE(error_naming("q.dtype", [&] { dualkv::backward_workspace_bytes(problem.layout, backward); }));
-  EXPECT_TRUE(error_naming("q.dtype", [&] { dualkv::forward(problem.layout, forward); }));
-  EXPECT_TRUE(error_naming("q.dtype", [&] { dualkv::backward(problem.layout, backward); }));
+  expect_every_entry_point_rejects(problem.layout, with_workspace(problem.forward(), workspace, workspace.bytes()),
+                                   with_workspace(problem.backward(), workspace, workspace.bytes()), "q.dtype");
 }
 
 // 96 is a valid head dim (the CPU path runs it) that the CUDA path does not compile.
 TEST(CudaErrors, HeadDimNotCompiled) {
   const Problem problem(96);
   const DeviceBytes workspace(kGenerousWorkspace);
-  const dualkv::ForwardParams forward = with_workspace(problem.forward(), workspace, workspace.bytes());
-  const dualkv::BackwardParams backward = with_workspace(problem.backward(), workspace, workspace.bytes());
-  EXPECT_TRUE(error_naming("q.head_dim", [&] { dualkv::forward_workspace_bytes(problem.layout, forward); }));
-  EXPECT_TRUE(error_naming("q.head_dim", [&] { dualkv::backward_workspace_bytes(problem.layout, backward); }));
-  EXPECT_TRUE(error_naming("q.head_dim", [&] { dualkv::forward(problem.layout, forward); }));
-  EXPECT_TRUE(error_naming("q.head_dim", [&] { dualkv::backward(problem.layout, backward); }));
+  expect_every_entry_point_rejects(problem.layout, with_workspace(problem.forward(), workspace, workspace.bytes()),
+                                   with_workspace(problem.backward(), workspace, workspace.bytes()), "q.head_dim");
 }
 
 TEST(CudaErrors, WorkspaceTooSmall) {
