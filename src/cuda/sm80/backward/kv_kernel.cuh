@@ -58,10 +58,11 @@ struct QueryStep {
 };
 
 // The walk visits every query tile for one query head, then starts over for the next head of the
-// KV head's group. Heads outermost keeps the query rows that the CTAs resident at one time read
-// (Q, dO) and reduce into (dQ) close together: key tile t starts at query tile t * kN / kM, so
-// consecutive key tiles trail each other by kN / kM steps instead of heads x kN / kM, and the
-// rows in flight across the GPU fit in L2 at long prompts.
+// KV head's group. Key tile t starts at query tile t * kN / kM, so with heads outermost the
+// resident CTAs of one KV head work on different query rows of one head (fewer of them reduce
+// into the same dQ rows at once) and stay closer together than with heads innermost; measured
+// 0.6-1.6% faster on an H200. Orders that pack the resident CTAs tighter still were slower
+// (docs/perf_backward_notes.md).
 struct QueryWalk {
   const int32_t* cu_seqlens;
   int end_segment;  // one past the last segment walked
