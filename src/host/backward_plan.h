@@ -11,7 +11,7 @@
 // response tiles fill the tail of the grid.
 //
 // Device workspace (one allocation, every region 16-byte aligned):
-//   dq_accum   fp32 (T, H, d), contiguous; only when dQ is accumulated with atomics
+//   dq_accum   fp32 (H, T, d), contiguous; only when dQ is accumulated with atomics
 //   delta      fp32 (H, T): D = rowsum(dO * O), the softmax-gradient correction per query
 //   cu_seqlens int32 (S + 1): the layout's segment offsets, for the kernels' query/key ranges
 //   tiles      TileWork[]: key tiles, then query tiles when deterministic

@@ -21,7 +21,7 @@ struct BackwardParams {
   const float* lse;  // (H, T)
   int64_t lse_head_stride;
   float* delta;     // (H, T) contiguous, written by the preprocess kernel
-  float* dq_accum;  // (T, H, d) contiguous fp32; nullptr when deterministic
+  float* dq_accum;  // (H, T, d) contiguous fp32; nullptr when deterministic
   const int32_t* cu_seqlens;
   const detail::TileWork* key_tiles;
   const detail::TileWork* query_tiles;  // deterministic only

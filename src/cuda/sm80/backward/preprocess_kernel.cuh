@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(256) backward_preprocess_kernel(const Backward
   if (!active) return;
   if (chunk == 0) p.delta[head * int64_t{p.tokens} + token] = sum;
   if (p.dq_accum != nullptr) {
-    auto* accum = reinterpret_cast<float4*>(p.dq_accum + row * kHeadDim + chunk * 8);
+    auto* accum = reinterpret_cast<float4*>(p.dq_accum + (head * int64_t{p.tokens} + token) * kHeadDim + chunk * 8);
     accum[0] = make_float4(0.f, 0.f, 0.f, 0.f);
     accum[1] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
@@ -68,7 +68,8 @@ __global__ void __launch_bounds__(256) backward_dq_convert_kernel(const Backward
   if (row >= int64_t{p.tokens} * p.heads) return;
   const int64_t token = row / p.heads;
   const int head = static_cast<int>(row % p.heads);
-  const auto* accum = reinterpret_cast<const float4*>(p.dq_accum + row * kHeadDim + chunk * 8);
+  const auto* accum =
+      reinterpret_cast<const float4*>(p.dq_accum + (head * int64_t{p.tokens} + token) * kHeadDim + chunk * 8);
   const float4 low = accum[0];
   const float4 high = accum[1];
   const float values[8] = {low.x, low.y, low.z, low.w, high.x, high.y, high.z, high.w};
