@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cuda/common/argument_checks.h"
+#include "cuda/common/cuda_check.h"
 #include "cuda/common/device_guard.h"
 #include "cuda/common/workspace.h"
 #include "cuda/sm80/backward/launch.h"
@@ -93,6 +94,10 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   check_one_launch(ws.num_query_tiles, p.q.heads, "query tiles");
 
   DeviceGuard guard(device);
+  int shared_memory_limit = 0;
+  check_cuda(cudaDeviceGetAttribute(&shared_memory_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "cudaDeviceGetAttribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)");
+  check_backward_shared_memory(p.q.head_dim, static_cast<size_t>(shared_memory_limit));
   auto* base = static_cast<char*>(aligned_workspace(p.options, device, ws.total_bytes));
   const std::vector<int32_t>& cu_seqlens = layout.cu_seqlens();
   upload_async(base + ws.cu_seqlens_offset, cu_seqlens.data(), cu_seqlens.size() * sizeof(int32_t), p.options);

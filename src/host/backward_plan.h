@@ -49,6 +49,21 @@ constexpr const BackwardTileShape* find_backward_tile_shape(int64_t head_dim) {
   return nullptr;
 }
 
+// Shared memory of one KV-major CTA (16-bit elements): K and V tiles; Q and dO tiles in two
+// stages; P^T and dS^T; LSE and D in two stages (kv_kernel.cuh's KvSharedStorage; the launcher
+// asserts they agree). 161 KiB at head_dim 128, 97 KiB at 64.
+constexpr size_t backward_kv_shared_memory_bytes(const BackwardTileShape& shape) {
+  const auto key = static_cast<size_t>(shape.key_block);
+  const auto query = static_cast<size_t>(shape.query_block);
+  const auto dim = static_cast<size_t>(shape.head_dim);
+  return (2 * key * dim + 2 * 2 * query * dim + 2 * key * query) * 2 + 2 * 2 * query * sizeof(float);
+}
+
+// Throws dualkv::Error naming q.head_dim if the KV-major kernel for head_dim needs more shared
+// memory per block than the device's opt-in limit: A100 allows 163 KiB and H100/H200 227 KiB,
+// but sm_86/sm_89 GPUs (A10, L40, RTX 30/40) only 99 KiB, less than head_dim 128 needs.
+void check_backward_shared_memory(int64_t head_dim, size_t device_limit_bytes);
+
 // One tile of one segment; 16 bytes so a kernel reads it with one vector load.
 struct TileWork {
   int32_t begin;              // first token of the tile

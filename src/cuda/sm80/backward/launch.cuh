@@ -29,6 +29,8 @@ void run_backward(const BackwardParams& params) {
   using Element = detail::CudaElementT<kDType>;
   using Traits = BackwardTraits<Element, kHeadDim>;
   using Chunks = RowChunks<Element, kHeadDim>;
+  static_assert(sizeof(KvSharedStorage<Traits>) == detail::backward_kv_shared_memory_bytes(Traits::kShape),
+                "backward_plan.h and the KV kernel disagree on shared memory");
   auto stream = static_cast<cudaStream_t>(params.stream);
   const bool accumulate_dq = params.dq_accum != nullptr;
 
