@@ -97,7 +97,7 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   int shared_memory_limit = 0;
   check_cuda(cudaDeviceGetAttribute(&shared_memory_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
              "cudaDeviceGetAttribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)");
-  check_backward_shared_memory(p.q.head_dim, static_cast<size_t>(shared_memory_limit));
+  check_backward_shared_memory(shape, static_cast<size_t>(shared_memory_limit));
   auto* base = static_cast<char*>(aligned_workspace(p.options, device, ws.total_bytes));
   const std::vector<int32_t>& cu_seqlens = layout.cu_seqlens();
   upload_async(base + ws.cu_seqlens_offset, cu_seqlens.data(), cu_seqlens.size() * sizeof(int32_t), p.options);

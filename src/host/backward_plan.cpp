@@ -79,12 +79,10 @@ int64_t count_tiles(const Layout& layout, int block) {
   return tiles;
 }
 
-void check_backward_shared_memory(int64_t head_dim, size_t device_limit_bytes) {
-  const BackwardTileShape* shape = find_backward_tile_shape(head_dim);
-  if (shape == nullptr) return;  // plan_backward_workspace reports an uncompiled head_dim
-  const size_t needed = backward_kv_shared_memory_bytes(*shape);
+void check_backward_shared_memory(const BackwardTileShape& shape, size_t device_limit_bytes) {
+  const size_t needed = backward_kv_shared_memory_bytes(shape);
   if (needed > device_limit_bytes) {
-    throw Error("q.head_dim", "the CUDA backward for head_dim " + std::to_string(head_dim) + " needs " +
+    throw Error("q.head_dim", "the CUDA backward for head_dim " + std::to_string(shape.head_dim) + " needs " +
                                   std::to_string(needed) + " bytes of shared memory per block; this GPU allows " +
                                   std::to_string(device_limit_bytes) + " (a smaller-tile variant is not built)");
   }

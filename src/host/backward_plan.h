@@ -59,10 +59,10 @@ constexpr size_t backward_kv_shared_memory_bytes(const BackwardTileShape& shape)
   return (2 * key * dim + 2 * 2 * query * dim + 2 * key * query) * 2 + 2 * 2 * query * sizeof(float);
 }
 
-// Throws dualkv::Error naming q.head_dim if the KV-major kernel for head_dim needs more shared
+// Throws dualkv::Error naming q.head_dim if the KV-major kernel of `shape` needs more shared
 // memory per block than the device's opt-in limit: A100 allows 163 KiB and H100/H200 227 KiB,
 // but sm_86/sm_89 GPUs (A10, L40, RTX 30/40) only 99 KiB, less than head_dim 128 needs.
-void check_backward_shared_memory(int64_t head_dim, size_t device_limit_bytes);
+void check_backward_shared_memory(const BackwardTileShape& shape, size_t device_limit_bytes);
 
 // One tile of one segment; 16 bytes so a kernel reads it with one vector load.
 struct TileWork {

@@ -243,15 +243,17 @@ TEST(BackwardPlan, WorkspaceRegionsAreAlignedAndDisjoint) {
 
 TEST(BackwardPlan, SharedMemoryBeyondTheDeviceLimitIsAnError) {
   // Opt-in limits per block: sm_86/sm_89 101376 bytes, A100 166912, H100/H200 232448.
-  EXPECT_NO_THROW(check_backward_shared_memory(64, 101376));
-  EXPECT_NO_THROW(check_backward_shared_memory(128, 166912));
-  EXPECT_NO_THROW(check_backward_shared_memory(128, 232448));
+  const BackwardTileShape& d64 = *find_backward_tile_shape(64);
+  const BackwardTileShape& d128 = *find_backward_tile_shape(128);
+  EXPECT_NO_THROW(check_backward_shared_memory(d64, 101376));
+  EXPECT_NO_THROW(check_backward_shared_memory(d128, 166912));
+  EXPECT_NO_THROW(check_backward_shared_memory(d128, 232448));
   try {
-    check_backward_shared_memory(128, 101376);
+    check_backward_shared_memory(d128, 101376);
     ADD_FAILURE() << "head_dim 128 cannot fit 101376 bytes of shared memory";
   } catch (const dualkv::Error& error) {
     EXPECT_EQ(error.argument(), "q.head_dim");
-    const size_t needed = backward_kv_shared_memory_bytes(*find_backward_tile_shape(128));
+    const size_t needed = backward_kv_shared_memory_bytes(d128);
     EXPECT_NE(std::string(error.rule()).find(std::to_string(needed) + " bytes"), std::string::npos) << error.rule();
   }
 }
