@@ -12,6 +12,7 @@ namespace dualkv::bench {
 struct RunOptions {
   int warmups = 2;
   int repeats = 10;
+  size_t max_shared_memory_per_block = 0;  // ExecutionOptions' cap of every call; 0 = the device's
 };
 
 struct BenchResult {

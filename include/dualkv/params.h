@@ -18,6 +18,11 @@ struct ExecutionOptions {
   void* stream = nullptr;     // CUDA path: a cudaStream_t, passed opaquely; nullptr = default stream
   void* workspace = nullptr;  // CUDA path: device scratch of *_workspace_bytes() bytes
   size_t workspace_bytes = 0;
+  // CUDA path: shared memory per block the kernels may use, in bytes; 0 = the device's opt-in
+  // limit (a larger value is capped at it). The backward runs the fastest tile shape that fits;
+  // 101376 (99 KiB) runs the tiles an sm_86/sm_89 GPU gets, so a large GPU can test them. A
+  // limit no compiled kernel fits is an Error naming options.max_shared_memory_per_block.
+  size_t max_shared_memory_per_block = 0;
 };
 
 // O = softmax(scale * Q K^T + mask) V per head; query head h reads kv head h / (H / Hk).

@@ -1,15 +1,17 @@
-// CUDA backend of dualkv::backward: CUDA-only argument checks, the backward plan's upload into the
-// caller's workspace, and dispatch to the compiled (dtype, head_dim) sm80 kernels.
+// CUDA backend of dualkv::backward: CUDA-only argument checks, the choice of tile shape (the
+// fastest compiled one that fits the shared memory a block may use), the backward plan's upload
+// into the caller's workspace, and dispatch to the compiled (dtype, tile shape) sm80 kernels.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/common/argument_checks.h"
-#include "cuda/common/cuda_check.h"
 #include "cuda/common/device_guard.h"
+#include "cuda/common/shared_memory_limit.h"
 #include "cuda/common/workspace.h"
 #include "cuda/sm80/backward/launch.h"
 #include "dualkv/errors.h"
@@ -27,8 +29,12 @@ void check_compiled(const BackwardParams& params) {
   check_compiled_head_dim(params.q.head_dim, kSm80BackwardHeadDims, "q.head_dim");
 }
 
-BackwardWorkspace plan_workspace(const Layout& layout, const BackwardParams& params) {
-  return plan_backward_workspace(layout, params.q.heads, params.q.head_dim, params.deterministic);
+// The first compiled shape of q.head_dim that fits the device's shared memory per block (or
+// options.max_shared_memory_per_block): 128-key tiles on A100 and Hopper, 64-key tiles on
+// sm_86/sm_89 at head_dim 128. An Error names q.head_dim where the device fits no shape.
+const BackwardTileShape& tile_shape_for(const BackwardParams& params) {
+  const SharedMemoryLimit limit = shared_memory_limit(params.options, params.q.device.index, "q.head_dim");
+  return select_backward_tile_shape(params.q.head_dim, params.deterministic, limit.bytes, limit.argument);
 }
 
 void check_one_launch(int64_t tiles, int64_t heads, const char* what) {
@@ -43,24 +49,30 @@ sm80::TokenHeadView<Pointer> view_of(const TokenHeadTensor<Pointer>& t) {
   return {t.data, t.token_stride, t.head_stride};
 }
 
+// Runs the instantiation of kBackwardTileShapes[i] for the i with &shape == &kBackwardTileShapes[i];
+// every shape of the table is instantiated (a missing one fails to link).
+template <DType kDType, size_t... kShapeIndex>
+void run_for_tile_shape(const BackwardTileShape& shape, const sm80::BackwardParams& kernel_params,
+                        std::index_sequence<kShapeIndex...>) {
+  ((&shape == &kBackwardTileShapes[kShapeIndex]
+        ? sm80::run_backward<kDType, kBackwardTileShapes[kShapeIndex].head_dim,
+                             kBackwardTileShapes[kShapeIndex].key_block>(kernel_params)
+        : void()),
+   ...);
+}
+
 template <DType kDType>
-void run_for_head_dim(int64_t head_dim, const sm80::BackwardParams& kernel_params) {
-  static_assert(sizeof(kSm80BackwardHeadDims) / sizeof(int) == 2, "add the new head_dim here");
-  switch (head_dim) {
-    case 64:
-      return sm80::run_backward<kDType, 64>(kernel_params);
-    case 128:
-      return sm80::run_backward<kDType, 128>(kernel_params);
-    default:
-      check_compiled_head_dim(head_dim, kSm80BackwardHeadDims, "q.head_dim");
-  }
+void run_for_tile_shape(const BackwardTileShape& shape, const sm80::BackwardParams& kernel_params) {
+  constexpr size_t kShapes = sizeof(kBackwardTileShapes) / sizeof(kBackwardTileShapes[0]);
+  run_for_tile_shape<kDType>(shape, kernel_params, std::make_index_sequence<kShapes>{});
 }
 
 }  // namespace
 
 size_t cuda_backward_workspace_bytes(const Layout& layout, const BackwardParams& params) {
   check_compiled(params);
-  return workspace_bytes_for(plan_workspace(layout, params).total_bytes);
+  const BackwardTileShape& shape = tile_shape_for(params);
+  return workspace_bytes_for(plan_backward_workspace(layout, params.q.heads, shape, params.deterministic).total_bytes);
 }
 
 void cuda_backward(const Layout& layout, const BackwardParams& params) {
@@ -85,8 +97,8 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   check_vector_aligned(p.dk, "dk");
   check_vector_aligned(p.dv, "dv");
 
-  const BackwardTileShape& shape = *find_backward_tile_shape(p.q.head_dim);
-  const BackwardWorkspace ws = plan_workspace(layout, p);
+  const BackwardTileShape& shape = tile_shape_for(p);
+  const BackwardWorkspace ws = plan_backward_workspace(layout, p.q.heads, shape, p.deterministic);
   const std::vector<TileWork> key_tiles = plan_key_tiles(layout, shape.key_block, shape.query_block);
   const std::vector<TileWork> query_tiles =
       p.deterministic ? plan_query_tiles(layout, shape.dq_query_block) : std::vector<TileWork>{};
@@ -94,10 +106,6 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   check_one_launch(ws.num_query_tiles, p.q.heads, "query tiles");
 
   DeviceGuard guard(device);
-  int shared_memory_limit = 0;
-  check_cuda(cudaDeviceGetAttribute(&shared_memory_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-             "cudaDeviceGetAttribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)");
-  check_backward_shared_memory(shape, static_cast<size_t>(shared_memory_limit));
   auto* base = static_cast<char*>(aligned_workspace(p.options, device, ws.total_bytes));
   const std::vector<int32_t>& cu_seqlens = layout.cu_seqlens();
   upload_async(base + ws.cu_seqlens_offset, cu_seqlens.data(), cu_seqlens.size() * sizeof(int32_t), p.options);
@@ -131,9 +139,9 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   k.stream = p.options.stream;
 
   if (p.q.dtype == DType::kFloat16) {
-    run_for_head_dim<DType::kFloat16>(p.q.head_dim, k);
+    run_for_tile_shape<DType::kFloat16>(shape, k);
   } else {
-    run_for_head_dim<DType::kBFloat16>(p.q.head_dim, k);
+    run_for_tile_shape<DType::kBFloat16>(shape, k);
   }
 }
 

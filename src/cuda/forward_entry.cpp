@@ -9,6 +9,7 @@
 
 #include "cuda/common/argument_checks.h"
 #include "cuda/common/device_guard.h"
+#include "cuda/common/shared_memory_limit.h"
 #include "cuda/common/workspace.h"
 #include "cuda/sm80/forward/forward_launch.h"
 #include "dualkv/errors.h"
@@ -66,6 +67,8 @@ void cuda_forward(const Layout& layout, const ForwardParams& p) {
   check_vector_aligned(p.v, "v");
   check_vector_aligned(p.out, "out");
 
+  check_fits_shared_memory(forward_shared_memory_bytes(static_cast<int>(p.q.head_dim)),
+                           shared_memory_limit(p.options, device, "q.head_dim"), "the CUDA forward");
   const int block_m = block_m_for(p);
   const std::vector<ForwardTile> tiles = plan_forward_tiles(layout, block_m);
   const int64_t work_items = static_cast<int64_t>(tiles.size()) * p.q.heads;

@@ -25,7 +25,7 @@
 
 namespace dualkv::detail {
 
-// Tile shapes per head dimension. The KV-major kernel keeps a (key_block x head_dim) dK and dV
+// Tile shapes of the backward kernels. The KV-major kernel keeps a (key_block x head_dim) dK and dV
 // tile in fp32 registers over key_block / 16 warps (a (key_block / 32) x 2 warp grid). The dQ
 // kernel keeps a (dq_query_block x head_dim) dQ tile: dq_query_block / 16 warps, 16 rows each.
 struct BackwardTileShape {
@@ -36,22 +36,27 @@ struct BackwardTileShape {
   int dq_key_block;    // dQ kernel: keys per inner step
 };
 
+// Every compiled shape, fastest first within a head_dim: a backward runs the first shape of its
+// head_dim whose kernels fit the shared memory a block may use (select_backward_tile_shape).
+// Opt-in limits per block: H100/H200 227 KiB, A100 163 KiB, sm_86/sm_89 (A10, L40, RTX 30/40)
+// 99 KiB. Each (head_dim, key_block) pair is one kernel instantiation (src/cuda/backward_*.cu).
 inline constexpr BackwardTileShape kBackwardTileShapes[] = {
-    {64, 128, 64, 64, 64},
-    {128, 128, 64, 64, 64},
+    {64, 128, 64, 64, 64},   // KV kernel 97 KiB: every sm_80+ GPU
+    {128, 128, 64, 64, 64},  // KV kernel 161 KiB: A100, H100, H200
+    {128, 64, 32, 64, 64},   // KV kernel 72.5 KiB: sm_86/sm_89; half the keys per CTA, 4 warps
 };
 
-// The shape compiled for head_dim, or nullptr if the CUDA backward has none.
-constexpr const BackwardTileShape* find_backward_tile_shape(int64_t head_dim) {
+// The compiled shape of (head_dim, key_block), or nullptr.
+constexpr const BackwardTileShape* find_backward_tile_shape(int64_t head_dim, int key_block) {
   for (const BackwardTileShape& shape : kBackwardTileShapes) {
-    if (shape.head_dim == head_dim) return &shape;
+    if (shape.head_dim == head_dim && shape.key_block == key_block) return &shape;
   }
   return nullptr;
 }
 
 // Shared memory of one KV-major CTA (16-bit elements): K and V tiles; Q and dO tiles in two
 // stages; P^T and dS^T; LSE and D in two stages (kv_kernel.cuh's KvSharedStorage; the launcher
-// asserts they agree). 161 KiB at head_dim 128, 97 KiB at 64.
+// asserts they agree).
 constexpr size_t backward_kv_shared_memory_bytes(const BackwardTileShape& shape) {
   const auto key = static_cast<size_t>(shape.key_block);
   const auto query = static_cast<size_t>(shape.query_block);
@@ -59,10 +64,27 @@ constexpr size_t backward_kv_shared_memory_bytes(const BackwardTileShape& shape)
   return (2 * key * dim + 2 * 2 * query * dim + 2 * key * query) * 2 + 2 * 2 * query * sizeof(float);
 }
 
-// Throws dualkv::Error naming q.head_dim if the KV-major kernel of `shape` needs more shared
-// memory per block than the device's opt-in limit: A100 allows 163 KiB and H100/H200 227 KiB,
-// but sm_86/sm_89 GPUs (A10, L40, RTX 30/40) only 99 KiB, less than head_dim 128 needs.
-void check_backward_shared_memory(const BackwardTileShape& shape, size_t device_limit_bytes);
+// Shared memory of one deterministic dQ CTA: Q and dO tiles; K and V tiles in two stages; LSE and
+// D (dq_kernel.cuh's DqSharedStorage).
+constexpr size_t backward_dq_shared_memory_bytes(const BackwardTileShape& shape) {
+  const auto query = static_cast<size_t>(shape.dq_query_block);
+  const auto key = static_cast<size_t>(shape.dq_key_block);
+  const auto dim = static_cast<size_t>(shape.head_dim);
+  return (2 * query * dim + 2 * 2 * key * dim) * 2 + 2 * query * sizeof(float);
+}
+
+// The most shared memory any kernel of a backward with `shape` asks for per block.
+constexpr size_t backward_shared_memory_bytes(const BackwardTileShape& shape, bool deterministic) {
+  const size_t kv = backward_kv_shared_memory_bytes(shape);
+  const size_t dq = backward_dq_shared_memory_bytes(shape);
+  return deterministic && dq > kv ? dq : kv;
+}
+
+// The first shape of head_dim (fastest first) whose kernels fit `limit_bytes` of shared memory
+// per block. Throws dualkv::Error naming q.head_dim if no shape is compiled for head_dim, and
+// naming `limit_name` if none fits the limit.
+const BackwardTileShape& select_backward_tile_shape(int64_t head_dim, bool deterministic, size_t limit_bytes,
+                                                    const char* limit_name);
 
 // One tile of one segment; 16 bytes so a kernel reads it with one vector load.
 struct TileWork {
@@ -102,8 +124,8 @@ struct BackwardWorkspace {
   size_t total_bytes = 0;
 };
 
-// Region offsets for `heads` query heads of `head_dim`. Throws dualkv::Error if head_dim has no
-// compiled tile shape.
-BackwardWorkspace plan_backward_workspace(const Layout& layout, int64_t heads, int64_t head_dim, bool deterministic);
+// Region offsets for `heads` query heads with the tiles of `shape`.
+BackwardWorkspace plan_backward_workspace(const Layout& layout, int64_t heads, const BackwardTileShape& shape,
+                                          bool deterministic);
 
 }  // namespace dualkv::detail

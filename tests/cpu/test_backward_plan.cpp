@@ -137,19 +137,20 @@ void check_batch(const BatchSpec& batch, int key_block, int query_block) {
 
 TEST(BackwardPlan, TileShapesFitTheKernels) {
   for (const BackwardTileShape& shape : kBackwardTileShapes) {
-    EXPECT_EQ(find_backward_tile_shape(shape.head_dim), &shape);
-    EXPECT_EQ(shape.head_dim % 64, 0) << "the shared-memory swizzle atom spans 64 columns";
+    EXPECT_EQ(find_backward_tile_shape(shape.head_dim, shape.key_block), &shape) << "one shape per kernel";
+    EXPECT_EQ(shape.head_dim % 64, 0) << "head_dim tiles use the 128-byte swizzle atom";
     EXPECT_EQ(shape.key_block % shape.query_block, 0) << "query tiles line up with key tiles";
     // KV-major kernel: key_block / 16 warps in a (key_block / 32) x 2 grid shared by every GEMM
     // (key x query, key x d, query x d), each warp covering 16 x 16 per MMA tile.
     EXPECT_EQ(shape.key_block % 32, 0);
     EXPECT_LE(shape.key_block / 16, 16) << "at most 512 threads";
-    EXPECT_EQ(shape.query_block % 32, 0) << "two warp columns over the query tile";
-    EXPECT_EQ(shape.query_block % (shape.key_block / 2), 0) << "dQ rows use the same warp grid";
+    EXPECT_EQ(shape.query_block % 32, 0) << "two warp columns over the query tile; 32- or 64-column score atom";
+    EXPECT_LE(2 * shape.query_block, shape.key_block / 16 * 32) << "one thread per LSE and D value";
     EXPECT_EQ(shape.dq_query_block % 16, 0);
     EXPECT_EQ(shape.dq_key_block % 16, 0);
   }
-  EXPECT_EQ(find_backward_tile_shape(96), nullptr);
+  EXPECT_EQ(find_backward_tile_shape(96, 128), nullptr);
+  EXPECT_EQ(find_backward_tile_shape(128, 32), nullptr);
 }
 
 TEST(BackwardPlan, TilesFollowTheMaskOnFixedBatches) {
@@ -201,7 +202,7 @@ TEST(BackwardPlan, WorkspaceStaysWithinHalfTheTensors) {
           const int64_t heads = kv_heads * group_size;
           const double tensor_bytes = tokens * (4.0 * heads + 4.0 * kv_heads) * shape.head_dim * 2 /*16-bit*/;
           for (bool deterministic : {false, true}) {
-            const BackwardWorkspace ws = plan_backward_workspace(layout, heads, shape.head_dim, deterministic);
+            const BackwardWorkspace ws = plan_backward_workspace(layout, heads, shape, deterministic);
             EXPECT_LE(static_cast<double>(ws.total_bytes), 0.5 * tensor_bytes)
                 << "H=" << heads << " Hk=" << kv_heads << " d=" << shape.head_dim;
           }
@@ -215,7 +216,8 @@ TEST(BackwardPlan, WorkspaceRegionsAreAlignedAndDisjoint) {
   const Layout layout = layout_of({{17, {5, 1, 70}}, {129, {1}}});
   for (bool deterministic : {false, true}) {
     const int64_t heads = 4, head_dim = 64;
-    const BackwardWorkspace ws = plan_backward_workspace(layout, heads, head_dim, deterministic);
+    const BackwardWorkspace ws =
+        plan_backward_workspace(layout, heads, *find_backward_tile_shape(head_dim, 128), deterministic);
     const size_t tokens = static_cast<size_t>(layout.total_tokens());
     EXPECT_EQ(ws.has_dq_accum, !deterministic);
     EXPECT_EQ(ws.num_query_tiles, deterministic ? count_tiles(layout, 64) : 0);
@@ -241,26 +243,58 @@ TEST(BackwardPlan, WorkspaceRegionsAreAlignedAndDisjoint) {
   }
 }
 
-TEST(BackwardPlan, SharedMemoryBeyondTheDeviceLimitIsAnError) {
-  // Opt-in limits per block: sm_86/sm_89 101376 bytes, A100 166912, H100/H200 232448.
-  const BackwardTileShape& d64 = *find_backward_tile_shape(64);
-  const BackwardTileShape& d128 = *find_backward_tile_shape(128);
-  EXPECT_NO_THROW(check_backward_shared_memory(d64, 101376));
-  EXPECT_NO_THROW(check_backward_shared_memory(d128, 166912));
-  EXPECT_NO_THROW(check_backward_shared_memory(d128, 232448));
-  try {
-    check_backward_shared_memory(d128, 101376);
-    ADD_FAILURE() << "head_dim 128 cannot fit 101376 bytes of shared memory";
-  } catch (const dualkv::Error& error) {
-    EXPECT_EQ(error.argument(), "q.head_dim");
-    const size_t needed = backward_kv_shared_memory_bytes(d128);
-    EXPECT_NE(std::string(error.rule()).find(std::to_string(needed) + " bytes"), std::string::npos) << error.rule();
+// Opt-in shared memory per block: H100/H200, A100, sm_86/sm_89.
+constexpr size_t kHopperLimit = 232448, kA100Limit = 166912, kSm86Limit = 101376;
+
+TEST(BackwardPlan, EveryGpuFromSm80GetsAShapeForEveryHeadDim) {
+  for (const int64_t head_dim : {64, 128}) {
+    for (const size_t limit : {kHopperLimit, kA100Limit, kSm86Limit}) {
+      for (const bool deterministic : {false, true}) {
+        const BackwardTileShape& shape = select_backward_tile_shape(head_dim, deterministic, limit, "limit");
+        EXPECT_EQ(shape.head_dim, head_dim);
+        EXPECT_LE(backward_shared_memory_bytes(shape, deterministic), limit) << "d=" << head_dim << " limit=" << limit;
+        EXPECT_LE(backward_kv_shared_memory_bytes(shape), limit);
+        if (deterministic) EXPECT_LE(backward_dq_shared_memory_bytes(shape), limit);
+      }
+    }
   }
 }
 
+TEST(BackwardPlan, TheFastestShapeThatFitsIsChosen) {
+  // Head dim 128: 128-key tiles (164864 bytes) where they fit, 64-key tiles below that.
+  for (const bool deterministic : {false, true}) {
+    EXPECT_EQ(select_backward_tile_shape(128, deterministic, kHopperLimit, "limit").key_block, 128);
+    EXPECT_EQ(select_backward_tile_shape(128, deterministic, kA100Limit, "limit").key_block, 128);
+    EXPECT_EQ(select_backward_tile_shape(128, deterministic, kSm86Limit, "limit").key_block, 64);
+    EXPECT_EQ(select_backward_tile_shape(64, deterministic, kSm86Limit, "limit").key_block, 128);
+  }
+  const BackwardTileShape& large = *find_backward_tile_shape(128, 128);
+  EXPECT_EQ(backward_kv_shared_memory_bytes(large), 164864u);
+  EXPECT_EQ(&select_backward_tile_shape(128, false, backward_kv_shared_memory_bytes(large), "limit"), &large);
+  EXPECT_NE(&select_backward_tile_shape(128, false, backward_kv_shared_memory_bytes(large) - 1, "limit"), &large);
+}
+
+TEST(BackwardPlan, ALimitNoShapeFitsIsAnErrorNamingTheLimit) {
+  const BackwardTileShape& small = *find_backward_tile_shape(128, 64);
+  const size_t least = backward_shared_memory_bytes(small, true);
+  EXPECT_EQ(least, backward_dq_shared_memory_bytes(small)) << "the deterministic dQ kernel is the larger one";
+  try {
+    select_backward_tile_shape(128, true, least - 1, "options.max_shared_memory_per_block");
+    ADD_FAILURE() << "no head_dim 128 shape fits " << least - 1 << " bytes";
+  } catch (const dualkv::Error& error) {
+    EXPECT_EQ(error.argument(), "options.max_shared_memory_per_block");
+    EXPECT_NE(std::string(error.rule()).find(std::to_string(least) + " bytes"), std::string::npos) << error.rule();
+  }
+  EXPECT_NO_THROW(select_backward_tile_shape(128, true, least, "limit"));
+}
+
 TEST(BackwardPlan, UncompiledHeadDimIsAnError) {
-  const Layout layout = layout_of({{4, {2}}});
-  EXPECT_THROW(plan_backward_workspace(layout, 2, 96, false), dualkv::Error);
+  try {
+    select_backward_tile_shape(96, false, kHopperLimit, "limit");
+    ADD_FAILURE() << "head_dim 96 is not compiled";
+  } catch (const dualkv::Error& error) {
+    EXPECT_EQ(error.argument(), "q.head_dim");
+  }
 }
 
 }  // namespace

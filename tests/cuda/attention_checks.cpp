@@ -34,18 +34,21 @@ void expect_within_budget(const char* name, const DenseTensor& kernel, const Den
 
 // Poisons dq/dk/dv on the device, runs one backward, brings everything back to `host`.
 void run_backward(const dualkv::Layout& layout, HostTensors& host, DeviceTensors& device, float scale,
-                  bool deterministic) {
+                  bool deterministic, size_t max_shared_memory_per_block) {
   for (StridedTensor* grad : {&host.dq, &host.dk, &host.dv}) {
     grad->storage->poison();
     device.upload(*grad);
   }
-  run_on_device(layout, device_backward_params(device, host, scale, deterministic));
+  dualkv::BackwardParams params = device_backward_params(device, host, scale, deterministic);
+  params.options.max_shared_memory_per_block = max_shared_memory_per_block;
+  run_on_device(layout, params);
   for (const StridedTensor* view : host.views()) device.download(*view);
 }
 
 }  // namespace
 
-void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim) {
+void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim,
+                   size_t max_shared_memory_per_block) {
   const dualkv::Layout layout = make_layout(problem.batch);
   HostTensors host =
       make_host_tensors(problem.placement, dtype, layout.total_tokens(), problem.heads, problem.kv_heads, head_dim);
@@ -60,7 +63,9 @@ void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t he
   baseline.out = rounded_to(baseline.out, dtype);
 
   DeviceTensors device(host);
-  run_on_device(layout, device_forward_params(device, host, scale));
+  dualkv::ForwardParams params = device_forward_params(device, host, scale);
+  params.options.max_shared_memory_per_block = max_shared_memory_per_block;
+  run_on_device(layout, params);
   for (const StridedTensor* view : host.views()) device.download(*view);
   device.download_lse();
 
@@ -72,7 +77,8 @@ void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t he
   expect_within_budget("lse", host.lse.to_dense(), baseline.lse, fp64.lse, fp32.lse);
 }
 
-void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim) {
+void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim,
+                    size_t max_shared_memory_per_block) {
   const dualkv::Layout layout = make_layout(problem.batch);
   HostTensors host =
       make_host_tensors(problem.placement, dtype, layout.total_tokens(), problem.heads, problem.kv_heads, head_dim);
@@ -102,7 +108,7 @@ void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t h
   DeviceTensors device(host);
   for (const bool deterministic : {false, true}) {
     SCOPED_TRACE(deterministic ? "deterministic backward" : "default backward");
-    run_backward(layout, host, device, scale, deterministic);
+    run_backward(layout, host, device, scale, deterministic, max_shared_memory_per_block);
     ASSERT_TRUE(fully_written(host.dq)) << "dq";
     ASSERT_TRUE(fully_written(host.dk)) << "dk";
     ASSERT_TRUE(fully_written(host.dv)) << "dv";
@@ -119,7 +125,7 @@ void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t h
   // dq, dk and dv share one storage in the fused placement; compare every gradient storage.
   std::vector<Storage> first_run;
   for (const StridedTensor* grad : {&host.dq, &host.dk, &host.dv}) first_run.push_back(*grad->storage);
-  run_backward(layout, host, device, scale, true);
+  run_backward(layout, host, device, scale, true, max_shared_memory_per_block);
   const StridedTensor* grads[] = {&host.dq, &host.dk, &host.dv};
   for (size_t g = 0; g < first_run.size(); ++g) {
     EXPECT_TRUE(bitwise_equal(first_run[g], *grads[g]->storage)) << "deterministic backward rerun, gradient " << g;

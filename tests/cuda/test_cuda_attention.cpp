@@ -1,5 +1,6 @@
 // Forward and backward on the GPU over a grid of awkward shapes, both 16-bit dtypes and both
-// compiled head dims; plus the tiny problem the sanitizer runs (--gtest_filter=*Sanitizer*).
+// compiled head dims, with the device's tiles and with the tiles of a 99 KiB (sm_86/sm_89) GPU;
+// plus the tiny problems the sanitizer runs (--gtest_filter=*Sanitizer*).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -56,6 +57,27 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                                             ::testing::Values(int64_t{64}, int64_t{128})),
                          shape_name);
 
+// The kernels an sm_86/sm_89 GPU runs (99 KiB of shared memory per block: head_dim 128 takes the
+// backward's 64-key tiles), run here by capping the shared memory per block. Head dim 64 runs
+// the same tiles on every GPU, so only 128 is repeated.
+class CudaAttentionSm86Tiles : public ::testing::TestWithParam<ShapeParam> {};
+
+TEST_P(CudaAttentionSm86Tiles, Forward) {
+  const auto& [problem, dtype, head_dim] = GetParam();
+  check_forward(problem, dtype, head_dim, kSm86SharedMemoryPerBlock);
+}
+
+TEST_P(CudaAttentionSm86Tiles, Backward) {
+  const auto& [problem, dtype, head_dim] = GetParam();
+  check_backward(problem, dtype, head_dim, kSm86SharedMemoryPerBlock);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionSm86Tiles,
+                         ::testing::Combine(::testing::ValuesIn(shape_cases()),
+                                            ::testing::Values(DType::kFloat16, DType::kBFloat16),
+                                            ::testing::Values(int64_t{128})),
+                         shape_name);
+
 // Small enough to run under compute-sanitizer memcheck and racecheck in well under a minute;
 // every tensor in its own exactly-sized allocation so that memcheck sees any overrun.
 AttentionCase sanitizer_case() { return {"tiny", {{17, {5, 1}}, {3, {9}}}, 4, 2, Placement::kContiguous}; }
@@ -63,6 +85,10 @@ AttentionCase sanitizer_case() { return {"tiny", {{17, {5, 1}}, {3, {9}}}, 4, 2,
 TEST(CudaSanitizer, Forward) { check_forward(sanitizer_case(), DType::kFloat16, 64); }
 
 TEST(CudaSanitizer, Backward) { check_backward(sanitizer_case(), DType::kBFloat16, 128); }
+
+TEST(CudaSanitizer, BackwardSm86Tiles) {
+  check_backward(sanitizer_case(), DType::kFloat16, 128, kSm86SharedMemoryPerBlock);
+}
 
 }  // namespace
 }  // namespace dualkv_test

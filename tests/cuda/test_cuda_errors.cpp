@@ -1,5 +1,6 @@
 // Bad input that only the CUDA path can reject: each must be a dualkv::Error naming the
 // argument, raised before anything runs.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -109,6 +110,27 @@ TEST(CudaErrors, WorkspaceTooSmall) {
   EXPECT_TRUE(error_naming("options.workspace_bytes", [&] { dualkv::backward(problem.layout, backward); }));
   EXPECT_TRUE(error_naming("options.workspace_bytes", [&] { dualkv::forward(problem.layout, problem.forward()); }));
   EXPECT_TRUE(error_naming("options.workspace_bytes", [&] { dualkv::backward(problem.layout, problem.backward()); }));
+}
+
+// A shared-memory cap below what any compiled kernel needs is an Error naming the option; a cap
+// above the device's own limit is lowered to it (the call runs).
+TEST(CudaErrors, SharedMemoryLimitNoKernelFits) {
+  const Problem problem(128);
+  const DeviceBytes workspace(kGenerousWorkspace);
+  dualkv::ForwardParams forward = with_workspace(problem.forward(), workspace, workspace.bytes());
+  dualkv::BackwardParams backward = with_workspace(problem.backward(), workspace, workspace.bytes());
+  forward.options.max_shared_memory_per_block = 32 * 1024;
+  backward.options.max_shared_memory_per_block = 32 * 1024;
+  const std::string option = "options.max_shared_memory_per_block";
+  EXPECT_TRUE(error_naming(option, [&] { dualkv::forward(problem.layout, forward); }));
+  EXPECT_TRUE(error_naming(option, [&] { dualkv::backward_workspace_bytes(problem.layout, backward); }));
+  EXPECT_TRUE(error_naming(option, [&] { dualkv::backward(problem.layout, backward); }));
+
+  forward.options.max_shared_memory_per_block = ~size_t{0};
+  backward.options.max_shared_memory_per_block = ~size_t{0};
+  EXPECT_NO_THROW(dualkv::forward(problem.layout, forward));
+  EXPECT_NO_THROW(dualkv::backward(problem.layout, backward));
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 // Host memory of `bytes` bytes, aligned like malloc (16 bytes on x86-64), so that only its

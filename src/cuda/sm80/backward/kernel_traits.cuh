@@ -21,11 +21,17 @@ template <typename Element>
 using Sm80MmaAtom = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, MMA_Atom<SM80_16x8x16_F32F16F16F32_TN>,
                                        MMA_Atom<SM80_16x8x16_F32BF16BF16F32_TN>>;
 
-// Row-major (rows, head_dim) tile of 16-bit elements, swizzled so that ldmatrix of 8 rows x 16
-// bytes touches 8 distinct bank groups (rows are 128 bytes apart in the 64-column atom).
+// Row-major (rows, cols) tile of 16-bit elements, swizzled so that ldmatrix of 8 rows x 16 bytes
+// touches 8 distinct bank groups. In the 64-column atom rows are 128 bytes apart and the 3-bit
+// swizzle spreads 8 rows over the 8 groups; a 32-column tile (the (key, query) scores of the
+// 32-query shape) has two 64-byte rows per 128 bytes, and a 2-bit swizzle of row pairs does it.
+template <int kCols>
+using SwizzleAtom = std::conditional_t<
+    kCols % 64 == 0, decltype(composition(Swizzle<3, 3, 3>{}, cute::Layout<Shape<_8, _64>, Stride<_64, _1>>{})),
+    decltype(composition(Swizzle<2, 3, 3>{}, cute::Layout<Shape<_8, _32>, Stride<_32, _1>>{}))>;
+
 template <int kRows, int kCols>
-using SwizzledRowMajor = decltype(tile_to_shape(
-    composition(Swizzle<3, 3, 3>{}, cute::Layout<Shape<_8, _64>, Stride<_64, _1>>{}), Shape<Int<kRows>, Int<kCols>>{}));
+using SwizzledRowMajor = decltype(tile_to_shape(SwizzleAtom<kCols>{}, Shape<Int<kRows>, Int<kCols>>{}));
 
 // The (kCols, kRows) view of a (kRows, kCols) shared-memory layout: element (c, r) is (r, c).
 template <typename RowLayout, int kRows, int kCols>
@@ -38,12 +44,13 @@ using RowTileCopy = decltype(make_tiled_copy(
     cute::Layout<Shape<Int<kThreads / (kHeadDim / 8)>, Int<kHeadDim / 8>>, Stride<Int<kHeadDim / 8>, _1>>{},
     cute::Layout<Shape<_1, _8>>{}));
 
-template <typename Element_, int kHeadDim_>
+// One compiled tile shape of host/backward_plan.h, named by (head_dim, key_block).
+template <typename Element_, int kHeadDim_, int kKeyBlock_>
 struct BackwardTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr detail::BackwardTileShape kShape = *detail::find_backward_tile_shape(kHeadDim);
-  static_assert(kHeadDim % 64 == 0, "the swizzle atom spans 64 columns");
+  static constexpr detail::BackwardTileShape kShape = *detail::find_backward_tile_shape(kHeadDim, kKeyBlock_);
+  static_assert(kHeadDim % 64 == 0, "head_dim tiles use the 128-byte swizzle atom");
 
   using MmaAtom = Sm80MmaAtom<Element>;
   using LoadA = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
@@ -96,6 +103,8 @@ struct BackwardTraits {
   static_assert(kKeyBlock % (16 * kKvWarpsM) == 0 && kQueryBlock % (16 * kKvWarpsN) == 0 &&
                     kQueryBlock % (16 * kKvDqWarpsM) == 0 && kHeadDim % (16 * kKvDqWarpsN) == 0,
                 "the warp grids tile every KV-major GEMM");
+  static_assert(kQueryBlock % 32 == 0, "score tiles use a 32- or 64-column swizzle atom");
+  static_assert(2 * kQueryBlock <= kKvThreads, "one thread per LSE and per D value of a query tile");
   static_assert(kQueryBlock % 16 == 0 && kDqKeyBlock % 16 == 0, "MMA K is 16");
 };
 

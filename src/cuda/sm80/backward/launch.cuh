@@ -24,13 +24,15 @@ void launch_with_shared_memory(Kernel kernel, const char* name, int blocks, int 
   detail::check_launch(name);
 }
 
-template <DType kDType, int kHeadDim>
+template <DType kDType, int kHeadDim, int kKeyBlock>
 void run_backward(const BackwardParams& params) {
   using Element = detail::CudaElementT<kDType>;
-  using Traits = BackwardTraits<Element, kHeadDim>;
+  using Traits = BackwardTraits<Element, kHeadDim, kKeyBlock>;
   using Chunks = RowChunks<Element, kHeadDim>;
   static_assert(sizeof(KvSharedStorage<Traits>) == detail::backward_kv_shared_memory_bytes(Traits::kShape),
                 "backward_plan.h and the KV kernel disagree on shared memory");
+  static_assert(sizeof(DqSharedStorage<Traits>) == detail::backward_dq_shared_memory_bytes(Traits::kShape),
+                "backward_plan.h and the dQ kernel disagree on shared memory");
   auto stream = static_cast<cudaStream_t>(params.stream);
   const bool accumulate_dq = params.dq_accum != nullptr;
 
