@@ -56,7 +56,8 @@ void run_for_tile_shape(const BackwardTileShape& shape, const sm80::BackwardPara
                         std::index_sequence<kShapeIndex...>) {
   ((&shape == &kBackwardTileShapes[kShapeIndex]
         ? sm80::run_backward<kDType, kBackwardTileShapes[kShapeIndex].head_dim,
-                             kBackwardTileShapes[kShapeIndex].key_block>(kernel_params)
+                             kBackwardTileShapes[kShapeIndex].key_block, kBackwardTileShapes[kShapeIndex].query_block>(
+              kernel_params)
         : void()),
    ...);
 }

@@ -32,6 +32,7 @@ struct BackwardTileShape {
   int head_dim;
   int key_block;       // KV-major kernel: keys per work item
   int query_block;     // KV-major kernel: queries per inner step
+  int query_stages;    // KV-major kernel: Q/dO buffers; 2 lets the next step's loads overlap a whole step
   int dq_query_block;  // dQ kernel: queries per work item
   int dq_key_block;    // dQ kernel: keys per inner step
 };
@@ -39,29 +40,31 @@ struct BackwardTileShape {
 // Every compiled shape, fastest first within a head_dim: a backward runs the first shape of its
 // head_dim whose kernels fit the shared memory a block may use (select_backward_tile_shape).
 // Opt-in limits per block: H100/H200 227 KiB, A100 163 KiB, sm_86/sm_89 (A10, L40, RTX 30/40)
-// 99 KiB. Each (head_dim, key_block) pair is one kernel instantiation (src/cuda/backward_*.cu).
+// 99 KiB. Each (head_dim, key_block, query_block) is one kernel instantiation
+// (src/cuda/backward_<dtype>_d<head_dim>_k<key_block>_q<query_block>.cu).
 inline constexpr BackwardTileShape kBackwardTileShapes[] = {
-    {64, 128, 64, 64, 64},   // KV kernel 97 KiB: every sm_80+ GPU
-    {128, 128, 64, 64, 64},  // KV kernel 161 KiB: A100, H100, H200
-    {128, 64, 32, 64, 64},   // KV kernel 72.5 KiB: sm_86/sm_89; half the keys per CTA, 4 warps
+    {64, 128, 64, 2, 64, 64},   // KV kernel 97 KiB: every sm_80+ GPU
+    {128, 128, 64, 2, 64, 64},  // KV kernel 161 KiB: A100, H100, H200
+    {128, 128, 32, 1, 64, 64},  // KV kernel 96.3 KiB: sm_86/sm_89 (1.18x the time of 128 x 64 on an H100)
 };
 
-// The compiled shape of (head_dim, key_block), or nullptr.
-constexpr const BackwardTileShape* find_backward_tile_shape(int64_t head_dim, int key_block) {
+// The compiled shape of (head_dim, key_block, query_block), or nullptr.
+constexpr const BackwardTileShape* find_backward_tile_shape(int64_t head_dim, int key_block, int query_block) {
   for (const BackwardTileShape& shape : kBackwardTileShapes) {
-    if (shape.head_dim == head_dim && shape.key_block == key_block) return &shape;
+    if (shape.head_dim == head_dim && shape.key_block == key_block && shape.query_block == query_block) return &shape;
   }
   return nullptr;
 }
 
-// Shared memory of one KV-major CTA (16-bit elements): K and V tiles; Q and dO tiles in two
-// stages; P^T and dS^T; LSE and D in two stages (kv_kernel.cuh's KvSharedStorage; the launcher
-// asserts they agree).
+// Shared memory of one KV-major CTA (16-bit elements): K and V tiles; Q and dO tiles per stage;
+// P^T and dS^T; LSE and D per stage (kv_kernel.cuh's KvSharedStorage; the launcher asserts they
+// agree).
 constexpr size_t backward_kv_shared_memory_bytes(const BackwardTileShape& shape) {
   const auto key = static_cast<size_t>(shape.key_block);
   const auto query = static_cast<size_t>(shape.query_block);
+  const auto stages = static_cast<size_t>(shape.query_stages);
   const auto dim = static_cast<size_t>(shape.head_dim);
-  return (2 * key * dim + 2 * 2 * query * dim + 2 * key * query) * 2 + 2 * 2 * query * sizeof(float);
+  return (2 * key * dim + stages * 2 * query * dim + 2 * key * query) * 2 + stages * 2 * query * sizeof(float);
 }
 
 // Shared memory of one deterministic dQ CTA: Q and dO tiles; K and V tiles in two stages; LSE and

@@ -137,7 +137,9 @@ void check_batch(const BatchSpec& batch, int key_block, int query_block) {
 
 TEST(BackwardPlan, TileShapesFitTheKernels) {
   for (const BackwardTileShape& shape : kBackwardTileShapes) {
-    EXPECT_EQ(find_backward_tile_shape(shape.head_dim, shape.key_block), &shape) << "one shape per kernel";
+    EXPECT_EQ(find_backward_tile_shape(shape.head_dim, shape.key_block, shape.query_block), &shape)
+        << "one shape per kernel";
+    EXPECT_TRUE(shape.query_stages == 1 || shape.query_stages == 2);
     EXPECT_EQ(shape.head_dim % 64, 0) << "head_dim tiles use the 128-byte swizzle atom";
     EXPECT_EQ(shape.key_block % shape.query_block, 0) << "query tiles line up with key tiles";
     // KV-major kernel: key_block / 16 warps in a (key_block / 32) x 2 grid shared by every GEMM
@@ -149,8 +151,8 @@ TEST(BackwardPlan, TileShapesFitTheKernels) {
     EXPECT_EQ(shape.dq_query_block % 16, 0);
     EXPECT_EQ(shape.dq_key_block % 16, 0);
   }
-  EXPECT_EQ(find_backward_tile_shape(96, 128), nullptr);
-  EXPECT_EQ(find_backward_tile_shape(128, 32), nullptr);
+  EXPECT_EQ(find_backward_tile_shape(96, 128, 64), nullptr);
+  EXPECT_EQ(find_backward_tile_shape(128, 32, 32), nullptr);
 }
 
 TEST(BackwardPlan, TilesFollowTheMaskOnFixedBatches) {
@@ -217,7 +219,7 @@ TEST(BackwardPlan, WorkspaceRegionsAreAlignedAndDisjoint) {
   for (bool deterministic : {false, true}) {
     const int64_t heads = 4, head_dim = 64;
     const BackwardWorkspace ws =
-        plan_backward_workspace(layout, heads, *find_backward_tile_shape(head_dim, 128), deterministic);
+        plan_backward_workspace(layout, heads, *find_backward_tile_shape(head_dim, 128, 64), deterministic);
     const size_t tokens = static_cast<size_t>(layout.total_tokens());
     EXPECT_EQ(ws.has_dq_accum, !deterministic);
     EXPECT_EQ(ws.num_query_tiles, deterministic ? count_tiles(layout, 64) : 0);
@@ -261,21 +263,24 @@ TEST(BackwardPlan, EveryGpuFromSm80GetsAShapeForEveryHeadDim) {
 }
 
 TEST(BackwardPlan, TheFastestShapeThatFitsIsChosen) {
-  // Head dim 128: 128-key tiles (164864 bytes) where they fit, 64-key tiles below that.
+  // Head dim 128: 128 x 64 tiles, double-buffered (164864 bytes), where they fit; 128 x 32 tiles,
+  // single-buffered (98560 bytes) on sm_86/sm_89.
+  const BackwardTileShape& large = *find_backward_tile_shape(128, 128, 64);
+  const BackwardTileShape& sm86 = *find_backward_tile_shape(128, 128, 32);
   for (const bool deterministic : {false, true}) {
-    EXPECT_EQ(select_backward_tile_shape(128, deterministic, kHopperLimit, "limit").key_block, 128);
-    EXPECT_EQ(select_backward_tile_shape(128, deterministic, kA100Limit, "limit").key_block, 128);
-    EXPECT_EQ(select_backward_tile_shape(128, deterministic, kSm86Limit, "limit").key_block, 64);
-    EXPECT_EQ(select_backward_tile_shape(64, deterministic, kSm86Limit, "limit").key_block, 128);
+    EXPECT_EQ(&select_backward_tile_shape(128, deterministic, kHopperLimit, "limit"), &large);
+    EXPECT_EQ(&select_backward_tile_shape(128, deterministic, kA100Limit, "limit"), &large);
+    EXPECT_EQ(&select_backward_tile_shape(128, deterministic, kSm86Limit, "limit"), &sm86);
+    EXPECT_EQ(&select_backward_tile_shape(64, deterministic, kSm86Limit, "limit"),
+              find_backward_tile_shape(64, 128, 64));
   }
-  const BackwardTileShape& large = *find_backward_tile_shape(128, 128);
   EXPECT_EQ(backward_kv_shared_memory_bytes(large), 164864u);
   EXPECT_EQ(&select_backward_tile_shape(128, false, backward_kv_shared_memory_bytes(large), "limit"), &large);
   EXPECT_NE(&select_backward_tile_shape(128, false, backward_kv_shared_memory_bytes(large) - 1, "limit"), &large);
 }
 
 TEST(BackwardPlan, ALimitNoShapeFitsIsAnErrorNamingTheLimit) {
-  const BackwardTileShape& small = *find_backward_tile_shape(128, 64);
+  const BackwardTileShape& small = *find_backward_tile_shape(128, 128, 32);
   const size_t least = backward_shared_memory_bytes(small, true);
   EXPECT_EQ(least, backward_dq_shared_memory_bytes(small)) << "the deterministic dQ kernel is the larger one";
   try {

@@ -26,9 +26,10 @@ using Sm80MmaAtom = std::conditional_t<std::is_same_v<Element, cutlass::half_t>,
 // swizzle spreads 8 rows over the 8 groups; a 32-column tile (the (key, query) scores of the
 // 32-query shape) has two 64-byte rows per 128 bytes, and a 2-bit swizzle of row pairs does it.
 template <int kCols>
-using SwizzleAtom = std::conditional_t<
-    kCols % 64 == 0, decltype(composition(Swizzle<3, 3, 3>{}, cute::Layout<Shape<_8, _64>, Stride<_64, _1>>{})),
-    decltype(composition(Swizzle<2, 3, 3>{}, cute::Layout<Shape<_8, _32>, Stride<_32, _1>>{}))>;
+using SwizzleAtom =
+    std::conditional_t<kCols % 64 == 0,
+                       decltype(composition(Swizzle<3, 3, 3>{}, cute::Layout<Shape<_8, _64>, Stride<_64, _1>>{})),
+                       decltype(composition(Swizzle<2, 3, 3>{}, cute::Layout<Shape<_8, _32>, Stride<_32, _1>>{}))>;
 
 template <int kRows, int kCols>
 using SwizzledRowMajor = decltype(tile_to_shape(SwizzleAtom<kCols>{}, Shape<Int<kRows>, Int<kCols>>{}));
@@ -44,12 +45,13 @@ using RowTileCopy = decltype(make_tiled_copy(
     cute::Layout<Shape<Int<kThreads / (kHeadDim / 8)>, Int<kHeadDim / 8>>, Stride<Int<kHeadDim / 8>, _1>>{},
     cute::Layout<Shape<_1, _8>>{}));
 
-// One compiled tile shape of host/backward_plan.h, named by (head_dim, key_block).
-template <typename Element_, int kHeadDim_, int kKeyBlock_>
+// One compiled tile shape of host/backward_plan.h, named by (head_dim, key_block, query_block).
+template <typename Element_, int kHeadDim_, int kKeyBlock_, int kQueryBlock_>
 struct BackwardTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr detail::BackwardTileShape kShape = *detail::find_backward_tile_shape(kHeadDim, kKeyBlock_);
+  static constexpr detail::BackwardTileShape kShape =
+      *detail::find_backward_tile_shape(kHeadDim, kKeyBlock_, kQueryBlock_);
   static_assert(kHeadDim % 64 == 0, "head_dim tiles use the 128-byte swizzle atom");
 
   using MmaAtom = Sm80MmaAtom<Element>;
@@ -60,6 +62,7 @@ struct BackwardTraits {
   // ---- KV-major kernel (dK, dV, and atomic dQ) ----
   static constexpr int kKeyBlock = kShape.key_block;
   static constexpr int kQueryBlock = kShape.query_block;
+  static constexpr int kQueryStages = kShape.query_stages;
   static constexpr int kKvWarps = kKeyBlock / 16;
   static constexpr int kKvThreads = kKvWarps * 32;
   // Every GEMM of the KV-major kernel (S^T, dP^T: key x query; dV, dK: key x d; dQ: query x d)
@@ -103,6 +106,7 @@ struct BackwardTraits {
   static_assert(kKeyBlock % (16 * kKvWarpsM) == 0 && kQueryBlock % (16 * kKvWarpsN) == 0 &&
                     kQueryBlock % (16 * kKvDqWarpsM) == 0 && kHeadDim % (16 * kKvDqWarpsN) == 0,
                 "the warp grids tile every KV-major GEMM");
+  static_assert(kQueryStages == 1 || kQueryStages == 2, "one or two Q/dO buffers");
   static_assert(kQueryBlock % 32 == 0, "score tiles use a 32- or 64-column swizzle atom");
   static_assert(2 * kQueryBlock <= kKvThreads, "one thread per LSE and per D value of a query tile");
   static_assert(kQueryBlock % 16 == 0 && kDqKeyBlock % 16 == 0, "MMA K is 16");

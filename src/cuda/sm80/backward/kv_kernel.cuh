@@ -14,11 +14,13 @@
 // so no warp needs a whole head_dim-wide operand slice in registers.
 //
 // Pipeline: K, V are loaded once; Q, dO, LSE and D of the next (query tile, head) are fetched
-// with cp.async into the other of two stages while the current one is computed.
+// with cp.async while the current one is computed: with two stages into the other stage at the
+// start of a step; with one stage (the shape for 99 KiB GPUs) once the dV and dK GEMMs have read
+// the current Q and dO, overlapping the dQ GEMM and its reductions.
 //
-// Shared memory: K, V [kKeyBlock x d]; Q, dO [2 stages][kQueryBlock x d]; P^T, dS^T
-// [kKeyBlock x kQueryBlock]; LSE, D [2 stages][kQueryBlock] fp32. 16-bit tiles use the 8x64
-// Swizzle<3,3,3> atom.
+// Shared memory: K, V [kKeyBlock x d]; Q, dO [stages][kQueryBlock x d]; P^T, dS^T
+// [kKeyBlock x kQueryBlock]; LSE, D [stages][kQueryBlock] fp32. 16-bit tiles use the 8x64
+// Swizzle<3,3,3> atom (8x32 Swizzle<2,3,3> for 32-query score tiles).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -40,12 +42,12 @@ struct KvSharedStorage {
   static constexpr int kQueryElems = Traits::kQueryBlock * Traits::kHeadDim;
   alignas(128) Element k[kKeyElems];
   alignas(128) Element v[kKeyElems];
-  alignas(128) Element q[2][kQueryElems];
-  alignas(128) Element dout[2][kQueryElems];
+  alignas(128) Element q[Traits::kQueryStages][kQueryElems];
+  alignas(128) Element dout[Traits::kQueryStages][kQueryElems];
   alignas(128) Element p_t[Traits::kKeyBlock * Traits::kQueryBlock];
   alignas(128) Element ds_t[Traits::kKeyBlock * Traits::kQueryBlock];
-  alignas(16) float lse[2][Traits::kQueryBlock];
-  alignas(16) float delta[2][Traits::kQueryBlock];
+  alignas(16) float lse[Traits::kQueryStages][Traits::kQueryBlock];
+  alignas(16) float delta[Traits::kQueryStages][Traits::kQueryBlock];
 };
 
 // One (query tile, query head) step of a key tile's walk. Segments of a group are contiguous, so
@@ -91,6 +93,7 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
   constexpr int kN = Traits::kKeyBlock;
   constexpr int kM = Traits::kQueryBlock;
   constexpr int kD = Traits::kHeadDim;
+  constexpr bool kDoubleBuffered = Traits::kQueryStages == 2;
   using Storage = KvSharedStorage<Traits>;
   extern __shared__ __align__(128) unsigned char shared_bytes[];
   Storage& smem = *reinterpret_cast<Storage*>(shared_bytes);
@@ -177,9 +180,13 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
     QueryStep next = step;
     walk.advance(next);
     const bool has_next = !walk.done(next);
-    if (has_next) load_step(next, stage ^ 1);
-    cp_async_fence();
-    cp_async_wait<1>();
+    if constexpr (kDoubleBuffered) {
+      if (has_next) load_step(next, stage ^ 1);
+      cp_async_fence();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();
 
     Tensor sQ = make_tensor(make_smem_ptr(smem.q[stage]), typename Traits::SmemQuery{});
@@ -226,6 +233,11 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
                      load_b_slice.partition_S(sdOt), load_a, load_b_transposed);
       gemm_smem_smem(mma, acc_dk, tGrA, tBr, load_a.get_thread_slice(tid).partition_S(sdSt),
                      load_b_slice.partition_S(sQt), load_a, load_b_transposed);
+    }
+    if constexpr (!kDoubleBuffered) {
+      __syncthreads();  // every warp has read Q, dO, LSE and D: the next step's loads may land
+      if (has_next) load_step(next, stage);
+      cp_async_fence();
     }
 
     if constexpr (kAccumulateDq) {
@@ -275,10 +287,13 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
         }
       }
     }
-    __syncthreads();  // the next step's prefetch overwrites this stage, and P^T / dS^T
+    // Two stages: the next step's prefetch, issued before its first barrier, overwrites this
+    // stage. One stage: the next step's first barrier already orders its P^T / dS^T stores
+    // after this step's reads.
+    if constexpr (kDoubleBuffered) __syncthreads();
     if (!has_next) break;
     step = next;
-    stage ^= 1;
+    if constexpr (kDoubleBuffered) stage ^= 1;
   }
 
   // ---- epilogue: dK = scale * sum dS^T Q, dV = sum P^T dO ----

@@ -24,10 +24,10 @@ void launch_with_shared_memory(Kernel kernel, const char* name, int blocks, int 
   detail::check_launch(name);
 }
 
-template <DType kDType, int kHeadDim, int kKeyBlock>
+template <DType kDType, int kHeadDim, int kKeyBlock, int kQueryBlock>
 void run_backward(const BackwardParams& params) {
   using Element = detail::CudaElementT<kDType>;
-  using Traits = BackwardTraits<Element, kHeadDim, kKeyBlock>;
+  using Traits = BackwardTraits<Element, kHeadDim, kKeyBlock, kQueryBlock>;
   using Chunks = RowChunks<Element, kHeadDim>;
   static_assert(sizeof(KvSharedStorage<Traits>) == detail::backward_kv_shared_memory_bytes(Traits::kShape),
                 "backward_plan.h and the KV kernel disagree on shared memory");
