@@ -30,8 +30,9 @@ void check_compiled(const BackwardParams& params) {
 }
 
 // The first compiled shape of q.head_dim that fits the device's shared memory per block (or
-// options.max_shared_memory_per_block): 128-key tiles on A100 and Hopper, 64-key tiles on
-// sm_86/sm_89 at head_dim 128. An Error names q.head_dim where the device fits no shape.
+// options.max_shared_memory_per_block): at head_dim 128, 128 x 64 tiles on A100 and Hopper and
+// single-buffered 128 x 32 tiles on sm_86/sm_89. An Error names q.head_dim where the device fits
+// no shape.
 const BackwardTileShape& tile_shape_for(const BackwardParams& params) {
   const SharedMemoryLimit limit = shared_memory_limit(params.options, params.q.device.index, "q.head_dim");
   return select_backward_tile_shape(params.q.head_dim, params.deterministic, limit.bytes, limit.argument);

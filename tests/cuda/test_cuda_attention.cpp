@@ -58,8 +58,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                          shape_name);
 
 // The kernels an sm_86/sm_89 GPU runs (99 KiB of shared memory per block: head_dim 128 takes the
-// backward's 64-key tiles), run here by capping the shared memory per block. Head dim 64 runs
-// the same tiles on every GPU, so only 128 is repeated.
+// backward's single-buffered 128 x 32 tiles), run here by capping the shared memory per block.
+// Head dim 64 runs the same tiles on every GPU, so only 128 is repeated.
 class CudaAttentionSm86Tiles : public ::testing::TestWithParam<ShapeParam> {};
 
 TEST_P(CudaAttentionSm86Tiles, Forward) {
