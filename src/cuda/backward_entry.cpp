@@ -34,7 +34,7 @@ void check_compiled(const BackwardParams& params) {
 // single-buffered 128 x 32 tiles on sm_86/sm_89. An Error names q.head_dim where the device fits
 // no shape.
 const BackwardTileShape& tile_shape_for(const BackwardParams& params) {
-  const SharedMemoryLimit limit = shared_memory_limit(params.options, params.q.device.index, "q.head_dim");
+  const SharedMemoryLimit limit = shared_memory_limit(params.options, params.q.device.index);
   return select_backward_tile_shape(params.q.head_dim, params.deterministic, limit.bytes, limit.argument);
 }
 

@@ -68,7 +68,7 @@ void cuda_forward(const Layout& layout, const ForwardParams& p) {
   check_vector_aligned(p.out, "out");
 
   check_fits_shared_memory(forward_shared_memory_bytes(static_cast<int>(p.q.head_dim)),
-                           shared_memory_limit(p.options, device, "q.head_dim"), "the CUDA forward");
+                           shared_memory_limit(p.options, device), "the CUDA forward");
   const int block_m = block_m_for(p);
   const std::vector<ForwardTile> tiles = plan_forward_tiles(layout, block_m);
   const int64_t work_items = static_cast<int64_t>(tiles.size()) * p.q.heads;

@@ -9,14 +9,14 @@
 
 namespace dualkv::detail {
 
-SharedMemoryLimit shared_memory_limit(const ExecutionOptions& options, int device, const char* device_limit_argument) {
+SharedMemoryLimit shared_memory_limit(const ExecutionOptions& options, int device) {
   int device_limit = 0;
   check_cuda(cudaDeviceGetAttribute(&device_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
              "cudaDeviceGetAttribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)");
   const auto device_bytes = static_cast<size_t>(device_limit);
   const size_t requested = options.max_shared_memory_per_block;
   if (requested != 0 && requested < device_bytes) return {requested, "options.max_shared_memory_per_block"};
-  return {device_bytes, device_limit_argument};
+  return {device_bytes, "q.head_dim"};
 }
 
 void check_fits_shared_memory(size_t needed_bytes, const SharedMemoryLimit& limit, const char* what) {

@@ -10,12 +10,12 @@ namespace dualkv::detail {
 
 struct SharedMemoryLimit {
   size_t bytes;
-  // The argument an Error names when a kernel does not fit: the option if it set the limit,
-  // otherwise the one the caller passed for the device's own limit.
+  // The argument an Error names when a kernel does not fit: the option if it set the limit;
+  // otherwise q.head_dim, since the head dim is what sizes the kernels past the device's limit.
   const char* argument;
 };
 
-SharedMemoryLimit shared_memory_limit(const ExecutionOptions& options, int device, const char* device_limit_argument);
+SharedMemoryLimit shared_memory_limit(const ExecutionOptions& options, int device);
 
 // Error naming limit.argument if `needed_bytes` exceed the limit; `what` names the kernel.
 void check_fits_shared_memory(size_t needed_bytes, const SharedMemoryLimit& limit, const char* what);
