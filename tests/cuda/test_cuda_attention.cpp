@@ -13,6 +13,7 @@ namespace dualkv_test {
 namespace {
 
 using dualkv::DType;
+using dualkv::KernelFamily;
 
 // P and R of 1, 17, 127, 129 and 1023; ragged responses; several groups with different P and N;
 // GQA ratios 1, 4 and 8; contiguous and strided placements.
@@ -39,12 +40,35 @@ std::string shape_name(const ::testing::TestParamInfo<ShapeParam>& info) {
   return problem.name + "_" + dualkv::dtype_name(dtype) + "_d" + std::to_string(head_dim);
 }
 
-class CudaAttention : public ::testing::TestWithParam<ShapeParam> {};
+// The forward of each kernel family on every shape; with NaN in every other segment too.
+using FamilyParam = std::tuple<AttentionCase, DType, int64_t, KernelFamily>;
 
-TEST_P(CudaAttention, Forward) {
-  const auto& [problem, dtype, head_dim] = GetParam();
-  check_forward(problem, dtype, head_dim);
+std::string family_name(const ::testing::TestParamInfo<FamilyParam>& info) {
+  const auto& [problem, dtype, head_dim, family] = info.param;
+  return problem.name + "_" + dualkv::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
+         (family == KernelFamily::kHopper ? "_hopper" : "_portable");
 }
+
+class CudaForward : public ::testing::TestWithParam<FamilyParam> {};
+
+TEST_P(CudaForward, MatchesReferences) {
+  const auto& [problem, dtype, head_dim, family] = GetParam();
+  check_forward(problem, dtype, head_dim, {family, 0});
+}
+
+TEST_P(CudaForward, NanInOddSegmentsStaysThere) {
+  const auto& [problem, dtype, head_dim, family] = GetParam();
+  check_forward(problem, dtype, head_dim, {family, 0}, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaForward,
+                         ::testing::Combine(::testing::ValuesIn(shape_cases()),
+                                            ::testing::Values(DType::kFloat16, DType::kBFloat16),
+                                            ::testing::Values(int64_t{64}, int64_t{128}),
+                                            ::testing::Values(KernelFamily::kPortable, KernelFamily::kHopper)),
+                         family_name);
+
+class CudaAttention : public ::testing::TestWithParam<ShapeParam> {};
 
 TEST_P(CudaAttention, Backward) {
   const auto& [problem, dtype, head_dim] = GetParam();
@@ -64,7 +88,7 @@ class CudaAttentionSm86Tiles : public ::testing::TestWithParam<ShapeParam> {};
 
 TEST_P(CudaAttentionSm86Tiles, Forward) {
   const auto& [problem, dtype, head_dim] = GetParam();
-  check_forward(problem, dtype, head_dim, kSm86SharedMemoryPerBlock);
+  check_forward(problem, dtype, head_dim, {KernelFamily::kPortable, kSm86SharedMemoryPerBlock});
 }
 
 TEST_P(CudaAttentionSm86Tiles, Backward) {
@@ -82,7 +106,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionSm86Tiles,
 // every tensor in its own exactly-sized allocation so that memcheck sees any overrun.
 AttentionCase sanitizer_case() { return {"tiny", {{17, {5, 1}}, {3, {9}}}, 4, 2, Placement::kContiguous}; }
 
-TEST(CudaSanitizer, Forward) { check_forward(sanitizer_case(), DType::kFloat16, 64); }
+TEST(CudaSanitizer, Forward) { check_forward(sanitizer_case(), DType::kFloat16, 64, {KernelFamily::kPortable, 0}); }
+
+TEST(CudaSanitizer, ForwardHopper) {
+  check_forward(sanitizer_case(), DType::kBFloat16, 128, {KernelFamily::kHopper, 0}, true);
+}
 
 TEST(CudaSanitizer, Backward) { check_backward(sanitizer_case(), DType::kBFloat16, 128); }
 
