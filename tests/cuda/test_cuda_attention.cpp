@@ -16,7 +16,8 @@ using dualkv::DType;
 using dualkv::KernelFamily;
 
 // P and R of 1, 17, 127, 129 and 1023; ragged responses; several groups with different P and N;
-// GQA ratios 1, 4 and 8; contiguous and strided placements.
+// GQA ratios 1, 3, 4 and 8 (3 leaves rows of a packed Hopper tile unused); contiguous and
+// strided placements.
 std::vector<AttentionCase> shape_cases() {
   return {
       {"P1_R1_gqa1", {{1, {1}}}, 2, 2, Placement::kContiguous},
@@ -24,6 +25,7 @@ std::vector<AttentionCase> shape_cases() {
       {"P127_R129_1_gqa8", {{127, {129, 1}}}, 8, 1, Placement::kContiguous},
       {"P129_R127_17_129_gqa1_strided", {{129, {127, 17, 129}}}, 4, 4, Placement::kFusedAndHeadMajor},
       {"P1023_R1023_1_gqa4", {{1023, {1023, 1}}}, 4, 1, Placement::kContiguous},
+      {"P129_R65_1_gqa3", {{129, {65, 1}}}, 6, 2, Placement::kContiguous},
       {"P1_R1023_17_gqa8_strided", {{1, {1023, 17}}}, 8, 1, Placement::kFusedAndHeadMajor},
       {"four_groups_ragged_gqa4_strided",
        {{17, {1, 17}}, {129, {129, 127, 1, 5}}, {1, {17}}, {255, {64, 1, 1, 300}}},

@@ -1,9 +1,10 @@
 // sm90a fused forward kernel: TMA loads, warp specialisation, wgmma with register accumulators.
 //
-// Work: a persistent grid; CTA b takes work items b, b + gridDim.x, ... of the tiles x heads list
-// (item i = query tile i / H of the host plan, heaviest first, for head i % H), so the heads of
-// one tile, and with them the query heads of a GQA group that read the same K/V rows, run side by
-// side and share those rows through L2.
+// Work: a persistent grid; CTA b takes work items b, b + gridDim.x, ... of the KV heads x tiles x
+// group-heads list (WorkItem): KV head outermost, then the host plan's tiles heaviest first, then
+// the G = H / Hk query heads of the KV head. So the CTAs running at any moment read one KV head's
+// K and V (32 MiB for a 64K prompt, inside L2) rather than all Hk of them, and the G heads of a
+// tile read the same K/V rows side by side.
 //
 // Warp roles (kThreads = 128 + 128 x consumer warpgroups):
 //   warpgroup 0, producer: one elected thread issues every TMA load (Q tile, then per key block
@@ -41,6 +42,21 @@ namespace dualkv::detail::sm90 {
 // Named barrier (beyond CUTLASS's reserved ones) for the consumer warpgroups' V-row zeroing.
 constexpr uint32_t kZeroedVBarrier = 0;
 
+// Work item i of the KV-head-major order described above.
+struct WorkItem {
+  QueryTile tile;
+  int head;
+  int kv_head;
+
+  __device__ __forceinline__ WorkItem(const ForwardKernelParams& p, int item) {
+    const int per_kv_head = p.num_tiles * p.heads_per_kv_head;
+    kv_head = item / per_kv_head;
+    const int rest = item - kv_head * per_kv_head;
+    tile = p.tiles[rest / p.heads_per_kv_head];
+    head = kv_head * p.heads_per_kv_head + rest % p.heads_per_kv_head;
+  }
+};
+
 // One TMA load of a (rows x d) tile at token `row` of `head`: d / 64 boxes, one per panel.
 template <typename Config>
 __device__ __forceinline__ void load_tile(const CUtensorMap* map, uint64_t* barrier, typename Config::Element* smem,
@@ -75,9 +91,10 @@ __device__ void produce(const ForwardKernelParams& p, typename Config::SharedSto
 
   int iteration = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x, ++iteration) {
-    const QueryTile tile = p.tiles[item / p.heads];
-    const int head = item % p.heads;
-    const int kv_head = head / p.heads_per_kv_head;
+    const WorkItem work(p, item);
+    const QueryTile& tile = work.tile;
+    const int head = work.head;
+    const int kv_head = work.kv_head;
     if (iteration > 0) q_empty.wait((iteration - 1) & 1);
     q_full.arrive_and_expect_tx(Config::kQBytes);
     load_tile<Config>(&p.q_map, &shared.q_full, shared.q, Config::kBlockM, head, tile.q_begin, kEvictFirst);
@@ -151,8 +168,9 @@ __device__ void consume(const ForwardKernelParams& p, typename Config::SharedSto
 
   int iteration = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x, ++iteration) {
-    const QueryTile tile = p.tiles[item / p.heads];
-    const int head = item % p.heads;
+    const WorkItem work(p, item);
+    const QueryTile& tile = work.tile;
+    const int head = work.head;
 
     Tensor acc_o = partition_fragment_C(mma_o, Shape<Int<kBlockM>, Int<kHeadDim>>{});
     Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<kBlockM>, Int<kBlockN>>{});
