@@ -1,5 +1,6 @@
-"""Runs a test body on W CPU processes joined by gloo, torchrun-free: torch.multiprocessing spawns
-them, a FileStore in the test's tmp_path rendezvouses them, and gloo talks over loopback only."""
+"""Runs a test body on W processes, torchrun-free: torch.multiprocessing spawns them and a FileStore
+in the test's tmp_path rendezvouses them. gloo (CPU) talks over loopback only; with NCCL, rank r
+uses GPU r."""
 
 import datetime
 import os
@@ -13,12 +14,12 @@ import torch.multiprocessing as mp
 _DEADLINE_S = 300
 
 
-def run_ranks(world: int, store_dir, body, *args) -> None:
+def run_ranks(world: int, store_dir, body, *args, backend: str = "gloo") -> None:
     """Calls body(rank, world, *args) in `world` fresh processes with the default process group
-    initialised; re-raises the first failure (with its traceback) in the caller."""
+    initialised on `backend`; re-raises the first failure (with its traceback) in the caller."""
     store_path = os.path.join(str(store_dir), f"store-{world}-{time.monotonic_ns()}")
     context = mp.start_processes(
-        _bootstrap, args=(world, store_path, body, args), nprocs=world, join=False, start_method="spawn"
+        _bootstrap, args=(world, store_path, backend, body, args), nprocs=world, join=False, start_method="spawn"
     )
     deadline = time.monotonic() + _DEADLINE_S
     while not context.join(timeout=max(1.0, deadline - time.monotonic())):
@@ -28,11 +29,13 @@ def run_ranks(world: int, store_dir, body, *args) -> None:
             raise TimeoutError(f"{world} ranks did not finish within {_DEADLINE_S} s")
 
 
-def _bootstrap(rank, world, store_path, body, args):
+def _bootstrap(rank, world, store_path, backend, body, args):
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     torch.set_num_threads(1)  # W processes share the machine's cores
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
     dist.init_process_group(
-        "gloo",
+        backend,
         store=dist.FileStore(store_path, world),
         rank=rank,
         world_size=world,
