@@ -42,20 +42,22 @@ def test_command_line_runs_policy_updates_and_logs_one_json_line_per_step(tmp_pa
         assert record["kl"] == 0.0  # DAPO: no KL term, no reference policy
 
 
-def test_rollout_file_errors_name_the_line_and_field(tmp_path):
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"prompt": [1], "responses": [[3]], "rewards": [1.0]}\n{"prompt": [1], "responses": [[3]]}\n',
+         r"bad.jsonl:2: missing field 'rewards'"),
+        ('{"prompt": [1], "responses": [[3], []], "rewards": [1.0, 0.0]}\n',
+         r"bad.jsonl:1: responses\[1\]: needs at least one token"),
+        ('{"prompt": [1], "responses": [[3, -1]], "rewards": [1.0]}\n',
+         r"bad.jsonl:1: responses\[0\]: token ids must be non-negative integers"),
+        ('{"prompt": [1], "responses": [[3]], "rewards": [1.0, 2.0]}\n',
+         r"bad.jsonl:1: rewards: expected one per response \(1\), got 2"),
+        ("\n", "no rollout group"),
+    ],
+)
+def test_rollout_file_errors_name_the_line_and_field(tmp_path, content, message):
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"prompt": [1, 2], "responses": [[3]], "rewards": [1.0]}\n{"prompt": [1], "responses": [[3]]}\n')
-    with pytest.raises(ValueError, match=r"bad.jsonl:2: missing field 'rewards'"):
-        load_jsonl(path)
-    path.write_text('{"prompt": [1], "responses": [[3], []], "rewards": [1.0, 0.0]}\n')
-    with pytest.raises(ValueError, match=r"bad.jsonl:1: responses\[1\]: needs at least one token"):
-        load_jsonl(path)
-    path.write_text('{"prompt": [1], "responses": [[3, -1]], "rewards": [1.0]}\n')
-    with pytest.raises(ValueError, match=r"bad.jsonl:1: responses\[0\]: token ids must be non-negative integers"):
-        load_jsonl(path)
-    path.write_text('{"prompt": [1], "responses": [[3]], "rewards": [1.0, 2.0]}\n')
-    with pytest.raises(ValueError, match=r"bad.jsonl:1: rewards: expected one per response \(1\), got 2"):
-        load_jsonl(path)
-    path.write_text("\n")
-    with pytest.raises(ValueError, match="no rollout group"):
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message):
         load_jsonl(path)
