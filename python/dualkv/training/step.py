@@ -81,8 +81,9 @@ def policy_update(
 ) -> dict:
     """One optimizer step of `policy` on the whole rollout batch (every rank passes the same
     batch and takes its share). `reference` is required when config.kl_coef != 0. Returns the
-    step's metrics, identical on every rank: loss, kl, entropy and clip_fraction (token means
-    over the batch), grad_norm (before clipping), skipped (non-finite norm: no step taken),
+    step's metrics, identical on every rank: loss (the batch's aggregated loss), kl, entropy and
+    clip_fraction (token means over the batch; clip_fraction counts tokens whose ratio lies
+    outside the clip range), grad_norm (before clipping), skipped (non-finite norm: no step taken),
     packed_tokens and ncopy_tokens (the N-copy batch's), micro_steps, split_groups, time_s."""
     if config.kl_coef != 0.0 and reference is None:
         raise ValueError("reference: a reference policy is required when kl_coef != 0")
@@ -109,7 +110,7 @@ def policy_update(
     clip_high = config.clip_low if config.clip_high is None else config.clip_high
     sums = torch.zeros(4, dtype=torch.float64, device=parallel.device)  # loss, kl, entropy, clipped
     optimizer.zero_grad(set_to_none=True)
-    for step, ((mb, counts), batch) in enumerate(zip(schedule, inputs)):
+    for step, ((mb, weight), batch) in enumerate(zip(schedule, inputs)):
         _sync_gradients(policy, step == len(schedule) - 1)
         logprobs, entropy = policy(batch)
         mask = packed[step].response_mask
@@ -125,12 +126,12 @@ def policy_update(
         if ref is not None:
             kl = losses.kl_divergence(logprobs, ref[step], config.kl_estimator)
             per_token = per_token + config.kl_coef * kl
-        loss = (per_token * totals.weights(mask, config.aggregation)).sum() * counts
+        loss = (per_token * totals.weights(mask, config.aggregation)).sum() * weight
         # Data-parallel wrappers average over ranks; the batch-normalised losses need the sum.
         (loss * parallel.dp_size).backward()
         ratio = torch.exp(logprobs.detach() - old[step])
         clipped = ((ratio < 1 - config.clip_low) | (ratio > 1 + clip_high)).float()
-        token_mean = totals.weights(mask, "token-mean") * counts
+        token_mean = totals.weights(mask, "token-mean") * weight
         sums += torch.stack([loss.detach(), *((x.detach() * token_mean).sum() for x in (kl, entropy, clipped))]).double()
 
     grad_norm = _clip_grad_norm(policy, config.max_grad_norm)
