@@ -1,4 +1,5 @@
-"""`python -m dualkv.training` end to end on a CPU (one process), and the rollout file reader."""
+"""`python -m dualkv.training` end to end on a CPU (one process), the rollout file reader, and the
+packed-versus-N-copy comparison command."""
 
 import json
 import math
@@ -8,7 +9,7 @@ import sys
 import pytest
 from training_support import rollouts
 
-from dualkv.training import load_jsonl
+from dualkv.training import compare, load_jsonl
 
 
 def _write(path, groups):
@@ -61,3 +62,13 @@ def test_rollout_file_errors_name_the_line_and_field(tmp_path, content, message)
     path.write_text(content)
     with pytest.raises(ValueError, match=message):
         load_jsonl(path)
+
+
+def test_compare_command_shows_equal_packed_and_ncopy_updates(capsys):
+    result = compare.main(["--groups", "2", "--responses", "3", "--prompt-length", "24", "--response-length", "3", "9",
+                           "--max-tokens", "40"])
+    assert result["ncopy_tokens"] > result["packed_tokens"]
+    assert result["packed_loss"] == pytest.approx(result["ncopy_loss"], rel=1e-4)
+    assert result["packed_grad_norm"] == pytest.approx(result["ncopy_grad_norm"], rel=1e-4)
+    assert result["max_gradient_error"] <= 1e-3
+    assert "fewer" in capsys.readouterr().out
