@@ -36,10 +36,8 @@ def response_logprobs(
     Returns logprobs (num_responses, max_R) float32, or (logprobs, entropy) with return_entropy,
     entropy being that of the distribution each token was sampled from. Differentiable.
     """
-    logits2d = _packed_rows(logits, packed, "logits")
-    scoring = _Scoring(packed, logits2d.device, logits2d.shape[1], temperature, chunk_rows)
-    logprob, entropy = _LogProbsFromLogits.apply(logits2d, scoring)
-    return scoring.to_response_layout(logprob, entropy, return_entropy)
+    logits2d = _rows_2d(logits, packed.num_tokens, "logits", "packed tokens")
+    return _select(_scores_from_logits(logits2d, packed, 0, temperature, chunk_rows), return_entropy)
 
 
 def response_logprobs_from_hidden(
@@ -55,36 +53,67 @@ def response_logprobs_from_hidden(
     weight (vocab, D), without ever holding the logits of all scored rows: each chunk of rows is
     projected, reduced and dropped, and projected again in backward. Gradients flow to both
     hidden_states and lm_head_weight (the weight's accumulated in fp32 across chunks)."""
-    hidden2d = _packed_rows(hidden_states, packed, "hidden_states")
+    hidden2d = _rows_2d(hidden_states, packed.num_tokens, "hidden_states", "packed tokens")
+    scores = _scores_from_hidden(hidden2d, lm_head_weight, packed, 0, temperature, chunk_rows)
+    return _select(scores, return_entropy)
+
+
+def _scores_from_logits(logits2d, packed: PackedBatch, first_row: int, temperature, chunk_rows):
+    """(logprob, entropy) in the response layout for the tokens that packed rows [first_row,
+    first_row + len(logits2d)) score, zeros for the others (scored by rows not given here)."""
+    scoring = _Scoring(packed, logits2d.device, logits2d.shape[1], temperature, chunk_rows, first_row, len(logits2d))
+    return scoring.to_response_layout(*_LogProbsFromLogits.apply(logits2d, scoring))
+
+
+def _scores_from_hidden(hidden2d, lm_head_weight, packed: PackedBatch, first_row: int, temperature, chunk_rows):
+    """`_scores_from_logits` from the hidden states of those rows and the LM head weight."""
     if lm_head_weight.dim() != 2 or lm_head_weight.shape[1] != hidden2d.shape[1]:
         raise ValueError(f"lm_head_weight: expected (vocab, {hidden2d.shape[1]}), got {tuple(lm_head_weight.shape)}")
     if lm_head_weight.device != hidden2d.device:
         raise ValueError(f"lm_head_weight: on {lm_head_weight.device}, hidden_states on {hidden2d.device}")
-    scoring = _Scoring(packed, hidden2d.device, lm_head_weight.shape[0], temperature, chunk_rows)
-    logprob, entropy = _LogProbsFromHidden.apply(hidden2d, lm_head_weight, scoring)
-    return scoring.to_response_layout(logprob, entropy, return_entropy)
+    scoring = _Scoring(
+        packed, hidden2d.device, lm_head_weight.shape[0], temperature, chunk_rows, first_row, len(hidden2d)
+    )
+    return scoring.to_response_layout(*_LogProbsFromHidden.apply(hidden2d, lm_head_weight, scoring))
+
+
+def _select(scores, return_entropy: bool):
+    return scores if return_entropy else scores[0]
 
 
 class _Scoring:
     """Which packed rows score which tokens, arranged for chunked processing.
 
     A "use" is one (response token, scoring row) pair, M = sum R_i in total, in row-major order
-    of the response layout. Unique scoring rows (a shared prompt row once) are processed in chunks
-    of `chunk_rows`; `chunks()` yields, per chunk, the rows and the uses that chunk serves.
+    of the response layout. Only the uses scored by the given rows [first_row, first_row +
+    num_rows) are kept (all of them for a whole packed batch, this rank's for a sequence shard);
+    rows are numbered from first_row. Unique scoring rows (a shared prompt row once) are processed
+    in chunks of `chunk_rows`; `chunks()` yields, per chunk, the rows and the uses that chunk serves.
     """
 
-    def __init__(self, packed: PackedBatch, device, vocab: int, temperature: float, chunk_rows: int | None):
+    def __init__(
+        self,
+        packed: PackedBatch,
+        device,
+        vocab: int,
+        temperature: float,
+        chunk_rows: int | None,
+        first_row: int,
+        num_rows: int,
+    ):
         if not temperature > 0:
             raise ValueError(f"temperature: must be > 0, got {temperature}")
         if chunk_rows is not None and chunk_rows < 1:
             raise ValueError(f"chunk_rows: must be >= 1, got {chunk_rows}")
         mask = packed.response_mask.to(device)
         self.shape = tuple(mask.shape)
-        self.slots = mask.reshape(-1).nonzero().squeeze(1)
+        slots = mask.reshape(-1).nonzero().squeeze(1)
         score_rows = packed.score_rows.to(device)[mask]
-        self.targets = packed.input_ids.to(device)[0][packed.token_rows.to(device)[mask]]
-        if int(self.targets.max()) >= vocab or int(self.targets.min()) < 0:
+        targets = packed.input_ids.to(device)[0][packed.token_rows.to(device)[mask]]
+        if int(targets.max()) >= vocab or int(targets.min()) < 0:
             raise ValueError(f"packed: response token ids must lie in [0, {vocab}) (the vocabulary of the logits)")
+        given = (score_rows >= first_row) & (score_rows < first_row + num_rows)
+        self.slots, self.targets, score_rows = slots[given], targets[given], score_rows[given] - first_row
         self.rows, use_row = torch.unique(score_rows, return_inverse=True)
         self.use_order = torch.argsort(use_row, stable=True)
         self.sorted_use_row = use_row[self.use_order]
@@ -100,12 +129,12 @@ class _Scoring:
             ).tolist()
             yield self.rows[begin:end], self.use_order[lo:hi], self.sorted_use_row[lo:hi] - begin
 
-    def to_response_layout(self, logprob: torch.Tensor, entropy: torch.Tensor, return_entropy: bool):
+    def to_response_layout(self, logprob: torch.Tensor, entropy: torch.Tensor):
         def scatter(values):
             flat = values.new_zeros(self.shape[0] * self.shape[1]).scatter(0, self.slots, values)
             return flat.view(self.shape)
 
-        return (scatter(logprob), scatter(entropy)) if return_entropy else scatter(logprob)
+        return scatter(logprob), scatter(entropy)
 
 
 def _softmax_stats(z: torch.Tensor):
@@ -202,13 +231,10 @@ def _projected_rows(hidden2d: torch.Tensor, weight: torch.Tensor, scoring: _Scor
     return lambda rows: (hidden2d[rows].to(weight.dtype) @ weight.T).float() * scoring.inv_temperature
 
 
-def _packed_rows(tensor: torch.Tensor, packed: PackedBatch, name: str) -> torch.Tensor:
-    """(1, T, X) or (T, X) -> (T, X), checking T against the packed batch."""
+def _rows_2d(tensor: torch.Tensor, rows: int, name: str, what: str) -> torch.Tensor:
+    """(1, T, X) or (T, X) -> (T, X), checking T against the number of rows expected."""
     if tensor.dim() == 3 and tensor.shape[0] == 1:
         tensor = tensor[0]
-    if tensor.dim() != 2 or tensor.shape[0] != packed.num_tokens:
-        raise ValueError(
-            f"{name}: expected (1, T, X) or (T, X) with T = {packed.num_tokens} packed tokens, "
-            f"got {tuple(tensor.shape)}"
-        )
+    if tensor.dim() != 2 or tensor.shape[0] != rows:
+        raise ValueError(f"{name}: expected (1, T, X) or (T, X) with T = {rows} {what}, got {tuple(tensor.shape)}")
     return tensor

@@ -12,6 +12,10 @@ runs a decoder on the packed batch. `dualkv_layout` travels to every attention l
 transformers' **kwargs plumbing. Norms, projections, MLPs, MoE routing and RoPE are per token, so
 only attention needs the layout; RoPE gets it through the restarted `position_ids`.
 
+Sequence parallelism: a `dualkv.distributed.SequenceParallelLayout` as `dualkv_layout` (see
+`dualkv.distributed.shard_sequence`) means the inputs are this rank's rows of the stream and the
+layout is global; attention then runs Ulysses over the layout's process group.
+
 No attention mask is built for "dualkv": transformers (5.x) builds a mask only for
 implementations registered in its AttentionMaskInterface, and returns None for the others; so
 "dualkv" is deliberately left out of that registry, and the layout is the mask.
@@ -23,6 +27,7 @@ import torch
 from transformers import AttentionInterface
 
 from . import attention
+from .distributed import SequenceParallelLayout, ulysses_attention
 
 __all__ = ["ATTENTION_NAME", "dualkv_attention_forward"]
 
@@ -74,10 +79,19 @@ def dualkv_attention_forward(
             "without a KV cache (pass use_cache=False)"
         )
     # (1, H, T, d) -> (T, H, d) views: the op takes any strides with a contiguous head dimension.
-    out = attention(
+    out = _attend(
         query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1), dualkv_layout, softmax_scale=scaling
     )
     return out.unsqueeze(0), None
+
+
+# --- Sequence parallelism (issue 12) ---------------------------------------------------------
+def _attend(q, k, v, dualkv_layout, *, softmax_scale):
+    """A SequenceParallelLayout means q, k, v are this rank's rows of a sequence-sharded stream:
+    Ulysses attention over its group. Otherwise they are the whole packed stream."""
+    if isinstance(dualkv_layout, SequenceParallelLayout):
+        return ulysses_attention(q, k, v, dualkv_layout.layout, dualkv_layout.group, softmax_scale=softmax_scale)
+    return attention(q, k, v, dualkv_layout, softmax_scale=softmax_scale)
 
 
 AttentionInterface.register(ATTENTION_NAME, dualkv_attention_forward)

@@ -1,0 +1,19 @@
+"""dualkv.training: the GRPO/DAPO policy update on packed batches, with FSDP2 data parallelism and
+Ulysses sequence parallelism. `python -m dualkv.training --help` runs it from the command line."""
+
+from .parallel import Parallelism, init_parallelism, shard_policy
+from .policy import PackedPolicy
+from .rollouts import RolloutGroup, load_jsonl, synthetic_rollouts
+from .step import UpdateConfig, policy_update
+
+__all__ = [
+    "PackedPolicy",
+    "Parallelism",
+    "RolloutGroup",
+    "UpdateConfig",
+    "init_parallelism",
+    "load_jsonl",
+    "policy_update",
+    "shard_policy",
+    "synthetic_rollouts",
+]

@@ -1,0 +1,136 @@
+"""python -m dualkv.training: GRPO/DAPO policy updates on packed batches, from a rollout file or
+synthetic rollouts, with a progress bar and one JSON line of metrics per optimizer step.
+
+    python -m dualkv.training                                    # one process (CPU or GPU)
+    torchrun --nproc-per-node 2 -m dualkv.training --sp 2 ...    # FSDP2 over 2 ranks, SP 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+
+import dualkv
+
+from .models import MODEL_CONFIGS, build_model
+from .parallel import init_parallelism, shard_policy
+from .policy import PackedPolicy
+from .rollouts import load_jsonl, synthetic_rollouts
+from .step import UpdateConfig, policy_update
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    device = _init_distributed(args.device)
+    parallel = init_parallelism(args.sp, device)
+    lm = build_model(args.model, seed=args.seed)
+    rollouts = (
+        load_jsonl(args.rollouts)
+        if args.rollouts
+        else synthetic_rollouts(
+            args.groups, args.responses, args.prompt_length, tuple(args.response_length), lm.config.vocab_size, args.seed
+        )
+    )
+    config = (UpdateConfig.grpo if args.loss == "grpo" else UpdateConfig.dapo)(
+        args.max_tokens, **({} if args.kl_coef is None else {"kl_coef": args.kl_coef}), max_grad_norm=args.max_grad_norm
+    )
+    param_dtype = {"bf16": torch.bfloat16, "fp32": None}[args.dtype]
+    # The GRPO reference policy is the initial policy, frozen.
+    reference = None
+    if config.kl_coef != 0.0:
+        reference = PackedPolicy(copy.deepcopy(lm).to(device), args.temperature).eval()
+        reference = shard_policy(reference, parallel, param_dtype=param_dtype, activation_checkpointing=False)
+    policy = PackedPolicy(lm.to(device), args.temperature).train()
+    policy = shard_policy(policy, parallel, param_dtype=param_dtype, activation_checkpointing=args.checkpointing)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
+
+    batches = [rollouts[i : i + args.groups_per_step] for i in range(0, len(rollouts), args.groups_per_step)]
+    leader = dist.get_rank() == 0
+    log = open(args.metrics_log, "a", encoding="utf-8") if leader and args.metrics_log else None  # noqa: SIM115
+    progress = tqdm(total=args.epochs * len(batches), disable=not leader, unit="step", file=sys.stderr)
+    for epoch in range(args.epochs):
+        for index, batch in enumerate(batches):
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            metrics = policy_update(policy, optimizer, batch, config, parallel, reference=reference)
+            record = {"step": progress.n, "epoch": epoch, "batch": index, "world": dist.get_world_size(),
+                      "sp": args.sp, **metrics, **_throughput(metrics, device)}
+            if leader:
+                line = json.dumps(record)
+                print(line, file=log, flush=True) if log else tqdm.write(line, file=sys.stdout)
+            progress.set_postfix(loss=f"{metrics['loss']:.4g}", grad_norm=f"{metrics['grad_norm']:.3g}")
+            progress.update()
+    progress.close()
+    if log:
+        log.close()
+    dist.destroy_process_group()
+
+
+def _throughput(metrics: dict, device: torch.device) -> dict:
+    seconds = metrics["time_s"]
+    out = {"packed_tokens_per_s": metrics["packed_tokens"] / seconds, "ncopy_tokens_per_s": metrics["ncopy_tokens"] / seconds}
+    if device.type == "cuda":
+        out["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+    return out
+
+
+def _init_distributed(requested: str | None) -> torch.device:
+    """torchrun's environment when present (NCCL on GPUs, gloo on CPUs), else a one-process group
+    (FSDP2 needs one even alone). Returns this rank's device."""
+    use_cuda = requested == "cuda" or (requested is None and torch.cuda.is_available() and dualkv.cuda_compiled)
+    if use_cuda and not dualkv.cuda_compiled:
+        raise ValueError("--device: cuda needs dualkv built with its CUDA kernels (DUALKV_CUDA=1 pip install .)")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    backend = "nccl" if use_cuda else "gloo"
+    if "WORLD_SIZE" in os.environ:
+        dist.init_process_group(backend)
+    else:
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    return device
+
+
+def _parse(argv):
+    parser = argparse.ArgumentParser(prog="python -m dualkv.training", description=__doc__.split("\n\n")[0])
+    source = parser.add_argument_group("rollouts (a JSONL file, or synthetic ones)")
+    source.add_argument("--rollouts", help="JSONL file: one {prompt, responses, rewards} group per line")
+    source.add_argument("--groups", type=int, default=6, help="synthetic: prompt groups (default 6)")
+    source.add_argument("--responses", type=int, default=4, help="synthetic: responses per group N (default 4)")
+    source.add_argument("--prompt-length", type=int, default=96, help="synthetic: prompt tokens P (default 96)")
+    source.add_argument("--response-length", type=int, nargs=2, default=(8, 48), metavar=("MIN", "MAX"),
+                        help="synthetic: response lengths, uniform in [MIN, MAX] (default 8 48)")
+    model = parser.add_argument_group("model")
+    model.add_argument("--model", default="tiny-qwen3",
+                       help=f"one of {sorted(MODEL_CONFIGS)} (random weights) or a local checkpoint directory")
+    model.add_argument("--seed", type=int, default=0)
+    model.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16", help="compute dtype (master weights fp32)")
+    model.add_argument("--no-checkpointing", dest="checkpointing", action="store_false",
+                       help="disable activation checkpointing of the decoder layers")
+    model.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when usable")
+    update = parser.add_argument_group("update")
+    update.add_argument("--loss", choices=("grpo", "dapo"), default="grpo")
+    update.add_argument("--kl-coef", type=float, help="override the loss's KL coefficient (GRPO 0.04, DAPO 0)")
+    update.add_argument("--lr", type=float, default=1e-6)
+    update.add_argument("--max-grad-norm", type=float, default=1.0)
+    update.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the rollouts")
+    update.add_argument("--max-tokens", type=int, default=4096, help="packed tokens per micro-batch (default 4096)")
+    update.add_argument("--groups-per-step", type=int, default=2, help="prompt groups per optimizer step (default 2)")
+    update.add_argument("--epochs", type=int, default=1, help="passes over the rollouts")
+    update.add_argument("--sp", type=int, default=1, help="sequence-parallel degree (divides the world size)")
+    parser.add_argument("--metrics-log", help="append the JSON lines to this file instead of printing them")
+    args = parser.parse_args(argv)
+    if args.groups_per_step < 1 or args.epochs < 1:
+        parser.error("--groups-per-step and --epochs must be >= 1")
+    return args
+
+
+if __name__ == "__main__":
+    main()

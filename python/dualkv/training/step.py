@@ -1,0 +1,208 @@
+"""One GRPO/DAPO policy update over a rollout batch: packed micro-batches, sequence-parallel when
+asked, gradient accumulation, global clipping, one optimizer step.
+
+1. Plan group-aware micro-batches for this data-parallel rank (`dualkv.microbatch`); advantages
+   are normalised per prompt group over all its responses before any split.
+2. Old (and, with a KL term, reference) log-probs: forward only, through the same packed path.
+3. Per micro-batch: log-probs, per-token loss times a weight that normalises by the WHOLE batch
+   (all ranks, all micro-batches), backward; FSDP syncs gradients on the last micro-batch only.
+   The sum of the micro-batch losses over every rank is then exactly the aggregated loss of the
+   whole batch, however it was split.
+4. Clip the global gradient norm, step the optimizer (skipped when the norm is not finite).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import FSDPModule
+
+from .. import losses
+from ..distributed.sequence import shard_sequence
+from ..microbatch import MicroBatch, pack_microbatch, plan_microbatches
+from .parallel import Parallelism
+from .policy import PackedPolicy
+from .rollouts import RolloutGroup
+
+__all__ = ["UpdateConfig", "policy_update"]
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    """Loss and optimisation settings of one policy update.
+
+    max_tokens: packed tokens per micro-batch (of the whole stream, before sequence sharding).
+    clip_low / clip_high / clip_c, aggregation, kl_coef / kl_estimator: as in `dualkv.losses`.
+    max_grad_norm: global gradient-norm clip. scale_advantages_by_std: GRPO's (r - mean) / std.
+    """
+
+    max_tokens: int
+    clip_low: float = 0.2
+    clip_high: float | None = None
+    clip_c: float | None = None
+    aggregation: str = "token-mean"
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
+    max_grad_norm: float = 1.0
+    scale_advantages_by_std: bool = True
+
+    def __post_init__(self):
+        if self.aggregation not in losses.AGGREGATION_MODES:
+            raise ValueError(f"aggregation: expected one of {losses.AGGREGATION_MODES}, got {self.aggregation!r}")
+        if self.kl_estimator not in losses.KL_ESTIMATORS:
+            raise ValueError(f"kl_estimator: expected one of {losses.KL_ESTIMATORS}, got {self.kl_estimator!r}")
+        if not self.max_grad_norm > 0:
+            raise ValueError(f"max_grad_norm: must be > 0, got {self.max_grad_norm}")
+
+    @classmethod
+    def grpo(cls, max_tokens: int, **overrides) -> UpdateConfig:
+        """GRPO: symmetric clip, per-sequence token means, k3 KL to the reference."""
+        return cls(max_tokens, **{"aggregation": "seq-mean-token-mean", "kl_coef": 0.04, **overrides})
+
+    @classmethod
+    def dapo(cls, max_tokens: int, **overrides) -> UpdateConfig:
+        """DAPO: asymmetric clip-higher, token-mean over the batch, no KL."""
+        return cls(max_tokens, **{"clip_high": 0.28, "aggregation": "token-mean", "kl_coef": 0.0, **overrides})
+
+
+def policy_update(
+    policy: PackedPolicy,
+    optimizer: torch.optim.Optimizer,
+    rollouts: Sequence[RolloutGroup],
+    config: UpdateConfig,
+    parallel: Parallelism,
+    *,
+    reference: PackedPolicy | None = None,
+) -> dict:
+    """One optimizer step of `policy` on the whole rollout batch (every rank passes the same
+    batch and takes its share). `reference` is required when config.kl_coef != 0. Returns the
+    step's metrics, identical on every rank: loss (the batch's aggregated loss), kl, entropy and
+    clip_fraction (token means over the batch; clip_fraction counts tokens whose ratio lies
+    outside the clip range), grad_norm (before clipping), skipped (non-finite norm: no step taken),
+    packed_tokens and ncopy_tokens (the N-copy batch's), micro_steps, split_groups, time_s."""
+    if config.kl_coef != 0.0 and reference is None:
+        raise ValueError("reference: a reference policy is required when kl_coef != 0")
+    if not rollouts:
+        raise ValueError("rollouts: the batch needs at least one prompt group")
+    start = time.perf_counter()
+    plan = plan_microbatches(
+        [len(g.prompt) for g in rollouts],
+        [[len(r) for r in g.responses] for g in rollouts],
+        max_tokens=config.max_tokens,
+        dp_size=parallel.dp_size,
+    )
+    advantages = _advantages(rollouts, config.scale_advantages_by_std)
+    totals = _BatchTotals(rollouts)
+    schedule = _schedule(plan.ranks[parallel.dp_rank], plan.num_steps)
+    prompts, responses = [g.prompt for g in rollouts], [g.responses for g in rollouts]
+    packed = [pack_microbatch(mb, prompts, responses).to(parallel.device) for mb, _ in schedule]
+    inputs = [shard_sequence(p, parallel.sp_group) if parallel.sp_size > 1 else p for p in packed]
+
+    with torch.no_grad():
+        old = [policy(batch)[0] for batch in inputs]
+        ref = [reference(batch)[0] for batch in inputs] if config.kl_coef != 0.0 else None
+
+    clip_high = config.clip_low if config.clip_high is None else config.clip_high
+    sums = torch.zeros(4, dtype=torch.float64, device=parallel.device)  # loss, kl, entropy, clipped
+    optimizer.zero_grad(set_to_none=True)
+    for step, ((mb, weight), batch) in enumerate(zip(schedule, inputs)):
+        _sync_gradients(policy, step == len(schedule) - 1)
+        logprobs, entropy = policy(batch)
+        mask = packed[step].response_mask
+        per_token = losses.clipped_policy_loss(
+            logprobs,
+            old[step],
+            _micro_advantages(advantages, mb, mask),
+            clip_low=config.clip_low,
+            clip_high=config.clip_high,
+            clip_c=config.clip_c,
+        )
+        kl = torch.zeros_like(per_token)
+        if ref is not None:
+            kl = losses.kl_divergence(logprobs, ref[step], config.kl_estimator)
+            per_token = per_token + config.kl_coef * kl
+        loss = (per_token * totals.weights(mask, config.aggregation)).sum() * weight
+        # Data-parallel wrappers average over ranks; the batch-normalised losses need the sum.
+        (loss * parallel.dp_size).backward()
+        ratio = torch.exp(logprobs.detach() - old[step])
+        clipped = ((ratio < 1 - config.clip_low) | (ratio > 1 + clip_high)).float()
+        token_mean = totals.weights(mask, "token-mean") * weight
+        sums += torch.stack([loss.detach(), *((x.detach() * token_mean).sum() for x in (kl, entropy, clipped))]).double()
+
+    grad_norm = _clip_grad_norm(policy, config.max_grad_norm)
+    skipped = not math.isfinite(grad_norm)
+    if not skipped:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    if parallel.dp_group is not None:
+        dist.all_reduce(sums, group=parallel.dp_group)  # SP ranks already agree
+    loss, kl, entropy, clipped = sums.tolist()
+    return {
+        "loss": loss,
+        "kl": kl,
+        "entropy": entropy,
+        "clip_fraction": clipped,
+        "grad_norm": grad_norm,
+        "skipped": skipped,
+        "packed_tokens": sum(plan.rank_tokens()),
+        "ncopy_tokens": totals.ncopy_tokens,
+        "micro_steps": plan.num_steps,
+        "split_groups": list(plan.split_groups),
+        "time_s": time.perf_counter() - start,
+    }
+
+
+class _BatchTotals:
+    """Counts of the whole rollout batch, which every micro-batch's loss is normalised by."""
+
+    def __init__(self, rollouts: Sequence[RolloutGroup]):
+        self.responses = sum(len(g.responses) for g in rollouts)
+        self.tokens = sum(len(r) for g in rollouts for r in g.responses)
+        self.ncopy_tokens = sum(len(g.prompt) * len(g.responses) + sum(map(len, g.responses)) for g in rollouts)
+
+    def weights(self, mask: torch.Tensor, aggregation: str) -> torch.Tensor:
+        """Per-token weights for a micro-batch's (num_responses, max_R) values such that summing
+        weights * values over every micro-batch gives `losses.aggregate_tokens` of the whole batch."""
+        mask = mask.float()
+        if aggregation == "token-mean":
+            return mask / self.tokens
+        if aggregation == "seq-mean-token-sum":
+            return mask / self.responses
+        return mask / (mask.sum(dim=1, keepdim=True) * self.responses)  # seq-mean-token-mean
+
+
+def _advantages(rollouts: Sequence[RolloutGroup], scale_by_std: bool) -> list[torch.Tensor]:
+    """Per group, its responses' advantages, normalised over the whole group."""
+    rewards = torch.tensor([r for g in rollouts for r in g.rewards], dtype=torch.float32)
+    groups = torch.repeat_interleave(torch.arange(len(rollouts)), torch.tensor([len(g.rewards) for g in rollouts]))
+    flat = losses.group_advantages(rewards, groups, scale_by_std=scale_by_std)
+    return list(flat.split([len(g.rewards) for g in rollouts]))
+
+
+def _micro_advantages(advantages: list[torch.Tensor], mb: MicroBatch, mask: torch.Tensor) -> torch.Tensor:
+    """(num_responses,) advantages of a micro-batch's responses, in its packed order."""
+    return torch.stack([advantages[g][i] for g, i in mb.responses]).to(mask.device)
+
+
+def _schedule(batches: Sequence[MicroBatch], steps: int) -> list[tuple[MicroBatch, float]]:
+    """This rank's micro-batches with weight 1, then, if it has fewer than `steps`, its smallest
+    one repeated with weight 0: FSDP's collectives need every rank to run every micro-step."""
+    filler = min(batches, key=lambda mb: mb.tokens)
+    return [(mb, 1.0) for mb in batches] + [(filler, 0.0)] * (steps - len(batches))
+
+
+def _sync_gradients(policy: torch.nn.Module, sync: bool) -> None:
+    """Reduce-scatter gradients on the last micro-batch only (FSDP2); nothing to do unsharded."""
+    if isinstance(policy, FSDPModule):
+        policy.set_requires_gradient_sync(sync)
+
+
+def _clip_grad_norm(policy: torch.nn.Module, max_norm: float) -> float:
+    """The global gradient norm before clipping (over every rank's shards under FSDP2)."""
+    norm = torch.nn.utils.clip_grad_norm_([p for p in policy.parameters() if p.grad is not None], max_norm)
+    return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)

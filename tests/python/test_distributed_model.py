@@ -1,0 +1,98 @@
+"""A tiny Qwen3 with Ulysses sequence parallelism 2 (gloo) against the unsharded packed model:
+log-probs, entropies, loss and every parameter gradient (the SP group's mean, as FSDP/DDP take it),
+through the logits and through the hidden states."""
+
+import copy
+
+import torch
+import torch.distributed as dist
+from distributed_support import run_ranks
+from models_support import CONFIGS, rollouts
+from transformers import AutoModelForCausalLM
+
+import dualkv
+import dualkv.transformers  # noqa: F401  (registers attn_implementation="dualkv")
+from dualkv import losses
+from dualkv.distributed import shard_sequence, sharded_response_logprobs, sharded_response_logprobs_from_hidden
+
+# T = 51: one pad row at W = 2, and group 1's last prompt row (24) sits on rank 0 while most of
+# its responses' rows sit on rank 1, so first tokens are scored across the shard boundary.
+SHAPES = [(8, [3, 5, 1]), (8, [4, 2]), (5, [6]), (1, [2, 1, 3, 2])]
+
+
+def _loss(logprobs, entropy, packed):
+    gen = torch.Generator().manual_seed(7)
+    rewards = torch.rand(packed.num_responses, generator=gen)
+    noise = torch.randn(logprobs.shape, generator=gen)
+    advantages = losses.group_advantages(rewards, packed.response_group)
+    policy = losses.policy_loss(
+        logprobs,
+        logprobs.detach() + 0.1 * noise,
+        advantages,
+        packed.response_mask,
+        clip_high=0.28,
+        ref_logprobs=logprobs.detach() - 0.05 * noise.abs(),
+        kl_coef=0.04,
+    )
+    return policy - 0.01 * losses.aggregate_tokens(entropy, packed.response_mask)
+
+
+def _run(model, packed, scorer):
+    model.zero_grad()
+    logprobs, entropy = scorer(model, packed)
+    loss = _loss(logprobs, entropy, packed)
+    loss.backward()
+    return logprobs.detach(), entropy.detach(), loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def _unsharded_logits(model, packed):
+    inputs = dict(input_ids=packed.input_ids, position_ids=packed.position_ids, dualkv_layout=packed.layout)
+    return dualkv.response_logprobs(model(**inputs, use_cache=False).logits, packed, return_entropy=True)
+
+
+def _unsharded_hidden(model, packed):
+    inputs = dict(input_ids=packed.input_ids, position_ids=packed.position_ids, dualkv_layout=packed.layout)
+    hidden = model.model(**inputs, use_cache=False).last_hidden_state
+    return dualkv.response_logprobs_from_hidden(hidden, model.lm_head.weight, packed, return_entropy=True, chunk_rows=4)
+
+
+def _sharded_logits(model, packed):
+    shard = shard_sequence(packed)
+    return sharded_response_logprobs(model(**shard.model_inputs()).logits, shard, return_entropy=True)
+
+
+def _sharded_hidden(model, packed):
+    shard = shard_sequence(packed)
+    hidden = model.model(**shard.model_inputs()).last_hidden_state
+    return sharded_response_logprobs_from_hidden(hidden, model.lm_head.weight, shard, return_entropy=True, chunk_rows=4)
+
+
+def _assert_cross_rank_scoring(packed, world):
+    local = -(-packed.num_tokens // world)
+    first_scored_on = packed.score_rows[:, 0] // local
+    own_rows_on = packed.token_rows[:, 0] // local
+    assert bool((first_scored_on != own_rows_on).any())
+
+
+def _body(rank, world):
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(CONFIGS["qwen3"](), attn_implementation="dualkv", dtype=torch.float32)
+    reference = copy.deepcopy(model)
+    packed = dualkv.pack(*rollouts(11, SHAPES))
+    _assert_cross_rank_scoring(packed, world)
+    for unsharded, sharded in ((_unsharded_logits, _sharded_logits), (_unsharded_hidden, _sharded_hidden)):
+        ref_logprobs, ref_entropy, ref_loss, ref_grads = _run(reference, packed, unsharded)
+        logprobs, entropy, loss, grads = _run(model, packed, sharded)
+        what = f"rank {rank}, {sharded.__name__}"
+        torch.testing.assert_close(logprobs, ref_logprobs, rtol=0, atol=1e-5, msg=lambda m: f"logprobs, {what}: {m}")
+        torch.testing.assert_close(entropy, ref_entropy, rtol=0, atol=1e-5, msg=lambda m: f"entropy, {what}: {m}")
+        torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-7, msg=lambda m: f"loss, {what}: {m}")
+        for name, grad in grads.items():
+            dist.all_reduce(grad)
+            mean = grad / world
+            error = (mean - ref_grads[name]).norm() / ref_grads[name].norm().clamp(min=1e-30)
+            assert error <= 1e-4, f"{name}, {what}: relative gradient error {float(error):.2e}"
+
+
+def test_sequence_parallel_model_equals_unsharded_packed_model(tmp_path):
+    run_ranks(2, tmp_path, _body)

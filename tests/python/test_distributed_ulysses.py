@@ -1,0 +1,108 @@
+"""Ulysses sequence parallelism (dualkv.distributed.ulysses_attention) on 2 and 4 gloo processes
+against the single-process op: forward, dq, dk, dv, pad rows, every K/V head-sharing regime."""
+
+import itertools
+
+import pytest
+import torch
+from distributed_support import run_ranks
+
+import dualkv
+from dualkv.distributed import kv_replication, ulysses_attention
+
+# Two groups, ragged responses, T = 21: never a multiple of 2 or 4, so the last rank holds pad rows.
+LAYOUT_LENGTHS = ([5, 3], [[3, 1, 4], [2, 3]])
+HEAD_DIM = 8
+
+# (H, Hk) per group size W, covering W dividing Hk, W below Hk without dividing it, W equal to Hk,
+# and W above Hk (a multiple of it or not).
+CASES = {
+    2: [(8, 4), (12, 3), (8, 2), (4, 1)],
+    4: [(16, 8), (12, 6), (8, 4), (12, 3), (8, 2)],
+}
+
+
+def test_kv_replication_gives_every_rank_exactly_the_kv_heads_it_reads():
+    for heads in range(1, 65):
+        for kv_heads, world in itertools.product(_divisors(heads), _divisors(heads)):
+            _check_replication(heads, kv_heads, world)
+
+
+def _divisors(n):
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _check_replication(heads, kv_heads, world):
+    replicas = kv_replication(heads, kv_heads, world)
+    expanded = kv_heads * replicas
+    assert expanded % world == 0
+    per_rank_q, per_rank_kv = heads // world, expanded // world
+    for rank, j in itertools.product(range(world), range(per_rank_q)):
+        h = rank * per_rank_q + j
+        local_kv = j // (per_rank_q // per_rank_kv)  # the op's GQA rule on the rank's heads
+        assert (rank * per_rank_kv + local_kv) // replicas == h // (heads // kv_heads), (heads, kv_heads, world)
+    if kv_heads % world == 0:
+        assert replicas == 1, (heads, kv_heads, world)
+
+
+def _reference(heads, kv_heads, seed, scale):
+    gen = torch.Generator().manual_seed(seed)
+    layout = dualkv.Layout.from_lengths(*LAYOUT_LENGTHS)
+    tokens = layout.num_tokens
+    q = torch.randn(tokens, heads, HEAD_DIM, generator=gen).requires_grad_()
+    k = torch.randn(tokens, kv_heads, HEAD_DIM, generator=gen).requires_grad_()
+    v = torch.randn(tokens, kv_heads, HEAD_DIM, generator=gen).requires_grad_()
+    dout = torch.randn(tokens, heads, HEAD_DIM, generator=gen)
+    out = dualkv.attention(q, k, v, layout, softmax_scale=scale)
+    out.backward(dout)
+    return layout, (q, k, v), dout, out.detach(), (q.grad, k.grad, v.grad)
+
+
+def _shard(full, rank, rows, gen):
+    """This rank's rows of `full`, the stream padded at its end with random (ignored) rows."""
+    padded = torch.cat([full.detach(), torch.randn(rows * 8, *full.shape[1:], generator=gen)])
+    return padded[rank * rows : (rank + 1) * rows].clone()
+
+
+def _zero_padded_rows(full, rank, rows):
+    padded = torch.cat([full, full.new_zeros(rows * 8, *full.shape[1:])])
+    return padded[rank * rows : (rank + 1) * rows]
+
+
+def _check_case(rank, world, heads, kv_heads, extra_rows, scale):
+    layout, inputs, dout, ref_out, ref_grads = _reference(heads, kv_heads, seed=heads * 100 + kv_heads, scale=scale)
+    rows = -(-layout.num_tokens // world) + extra_rows
+    gen = torch.Generator().manual_seed(rank)
+    q, k, v = (_shard(x, rank, rows, gen).requires_grad_() for x in inputs)
+    out = ulysses_attention(q, k, v, layout, None, softmax_scale=scale)
+    out.backward(_shard(dout, rank, rows, gen))
+    what = f"rank {rank}/{world}, H={heads}, Hk={kv_heads}, rows={rows}"
+    torch.testing.assert_close(out, _zero_padded_rows(ref_out, rank, rows), msg=lambda m: f"out, {what}: {m}")
+    for name, got, expected in zip("qkv", (q.grad, k.grad, v.grad), ref_grads):
+        torch.testing.assert_close(
+            got, _zero_padded_rows(expected, rank, rows), msg=lambda m, n=name: f"d{n}, {what}: {m}"
+        )
+
+
+def _body(rank, world):
+    for case, (heads, kv_heads) in enumerate(CASES[world]):
+        # One case per W adds a whole pad block at the end (a bucket-padded stream) and a custom scale.
+        _check_case(rank, world, heads, kv_heads, extra_rows=int(case == 0), scale=0.3 if case == 0 else None)
+    if world == 2:
+        _check_errors()
+
+
+def _check_errors():
+    layout = dualkv.Layout.from_lengths(*LAYOUT_LENGTHS)
+    rows = -(-layout.num_tokens // 2)
+    with pytest.raises(ValueError, match=r"group: its size W = 2 must divide the query heads H = 3"):
+        ulysses_attention(torch.zeros(rows, 3, 8), torch.zeros(rows, 1, 8), torch.zeros(rows, 1, 8), layout, None)
+    with pytest.raises(ValueError, match=r"q: W \* T_local = 2 \* 10 rows cannot hold the layout's 21 tokens"):
+        ulysses_attention(torch.zeros(10, 4, 8), torch.zeros(10, 2, 8), torch.zeros(10, 2, 8), layout, None)
+    with pytest.raises(ValueError, match=r"k: kv heads Hk = 3 must divide the query heads H = 4"):
+        ulysses_attention(torch.zeros(rows, 4, 8), torch.zeros(rows, 3, 8), torch.zeros(rows, 3, 8), layout, None)
+
+
+@pytest.mark.parametrize("world", sorted(CASES))
+def test_ulysses_attention_equals_single_process_op(world, tmp_path):
+    run_ranks(world, tmp_path, _body)

@@ -1,0 +1,71 @@
+"""The GRPO/DAPO policy update (dualkv.training.policy_update) against the same update written out
+on the whole batch: one process, then FSDP2 on 2 gloo processes with (dp, sp) = (2, 1) and (1, 2).
+fp32, so the comparison is tight; the bf16 GPU version is test_training_cuda.py."""
+
+import copy
+
+import pytest
+import torch
+from distributed_support import run_ranks
+from training_support import LEARNING_RATE, assert_same_update, config, models, reference_step, rollouts
+
+from dualkv.training import PackedPolicy, Parallelism, UpdateConfig, init_parallelism, policy_update, shard_policy
+
+
+def _expected(lm, ref_lm, batch, cfg):
+    expected_lm = copy.deepcopy(lm)
+    loss, norm = reference_step(expected_lm, ref_lm, batch, cfg)
+    return loss, norm, {n: p.detach().clone() for n, p in expected_lm.named_parameters()}
+
+
+def _check_metrics(metrics, loss, norm, batch, what):
+    assert metrics["loss"] == pytest.approx(loss, rel=1e-5), what
+    assert metrics["grad_norm"] == pytest.approx(norm, rel=1e-4), what
+    assert not metrics["skipped"]
+    assert metrics["split_groups"] == [0]
+    assert metrics["ncopy_tokens"] > metrics["packed_tokens"] >= sum(
+        len(g.prompt) + sum(map(len, g.responses)) for g in batch
+    )
+
+
+def test_single_process_update_equals_whole_batch_update():
+    lm, ref_lm = models()
+    batch, cfg = rollouts(), config()
+    loss, norm, expected = _expected(lm, ref_lm, batch, cfg)
+    before = {n: p.detach().clone() for n, p in lm.named_parameters()}
+    lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    policy = PackedPolicy(lm)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=LEARNING_RATE)
+    metrics = policy_update(policy, optimizer, batch, cfg, Parallelism.single(), reference=PackedPolicy(ref_lm))
+    assert metrics["micro_steps"] > 1
+    _check_metrics(metrics, loss, norm, batch, "one process")
+    assert_same_update(before, dict(lm.named_parameters()), expected, "one process")
+
+
+def _fsdp_body(rank, world):
+    for sp in (1, 2):
+        lm, ref_lm = models()
+        batch, cfg = rollouts(), config()
+        loss, norm, expected = _expected(lm, ref_lm, batch, cfg)
+        before = {n: p.detach().clone() for n, p in lm.named_parameters()}
+        parallel = init_parallelism(sp, "cpu")
+        policy = shard_policy(PackedPolicy(lm), parallel, param_dtype=None)
+        reference = shard_policy(PackedPolicy(ref_lm), parallel, param_dtype=None, activation_checkpointing=False)
+        optimizer = torch.optim.AdamW(policy.parameters(), lr=LEARNING_RATE)
+        metrics = policy_update(policy, optimizer, batch, cfg, parallel, reference=reference)
+        what = f"rank {rank}, dp={world // sp}, sp={sp}"
+        _check_metrics(metrics, loss, norm, batch, what)
+        after = {n.removeprefix("lm."): p.full_tensor() for n, p in policy.named_parameters()}
+        assert_same_update(before, after, expected, what)
+
+
+def test_fsdp2_update_on_two_ranks_equals_whole_batch_update(tmp_path):
+    run_ranks(2, tmp_path, _fsdp_body)
+
+
+def test_bad_configuration_is_a_clear_error():
+    with pytest.raises(ValueError, match="aggregation: expected one of"):
+        UpdateConfig(100, aggregation="mean")
+    lm, _ = models()
+    with pytest.raises(ValueError, match="reference: a reference policy is required when kl_coef != 0"):
+        policy_update(PackedPolicy(lm), torch.optim.AdamW(lm.parameters()), rollouts(), config(), Parallelism.single())
