@@ -1,5 +1,5 @@
 // Compile-time configuration of the sm80 forward kernel for one (element type, head dimension):
-// block shape (from host/work_plan.h, the single source of tile sizes), the tensor-core MMA,
+// block shape (from tile_shape.h, the single source of tile sizes), the tensor-core MMA,
 // shared-memory layouts and the copy engines that move tiles between memories.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <cute/tensor.hpp>
 #include <type_traits>
 
-#include "host/work_plan.h"
+#include "cuda/sm80/forward/tile_shape.h"
 
 namespace dualkv::detail {
 
@@ -16,7 +16,7 @@ template <typename Element_, int kHeadDim_>
 struct Sm80ForwardConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr ForwardTileShape kShape = forward_tile_shape(kHeadDim);
+  static constexpr sm80::ForwardTileShape kShape = sm80::forward_tile_shape(kHeadDim);
   static constexpr int kBlockM = kShape.block_m;
   static constexpr int kBlockN = kShape.block_n;
   static constexpr int kWarps = kShape.warps;
@@ -50,7 +50,7 @@ struct Sm80ForwardConfig {
   static constexpr int kSmemQElements = cute::cosize_v<SmemLayoutQ>;
   static constexpr int kSmemKVElements = cute::cosize_v<SmemLayoutKV>;
   static constexpr int kSmemBytes = (kSmemQElements + 2 * kSmemKVElements) * static_cast<int>(sizeof(Element));
-  static_assert(kSmemBytes == forward_shared_memory_bytes(kHeadDim), "work_plan.h and the kernel disagree");
+  static_assert(kSmemBytes == sm80::forward_shared_memory_bytes(kHeadDim), "tile_shape.h and the kernel disagree");
 
   // shared -> registers: ldmatrix (x4), transposed for V.
   using SmemLoadAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, Element>;

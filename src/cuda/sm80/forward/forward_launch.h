@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "dualkv/tensor.h"
-#include "host/work_plan.h"
+#include "host/query_plan.h"
 
 namespace dualkv::detail {
 
@@ -28,7 +28,8 @@ struct ForwardKernelParams {
   int64_t v_token_stride, v_head_stride;
   int64_t out_token_stride, out_head_stride;
   int64_t lse_head_stride;
-  const ForwardTile* tiles;   // the work plan, in the caller's workspace
+  const QueryTile* tiles;     // the query plan (host/query_plan.h), in device memory
+  const KeyRange* ranges;     // the key ranges its tiles index
   int32_t heads;              // H
   int32_t heads_per_kv_head;  // H / Hk: query head h reads kv head h / heads_per_kv_head
   float softmax_scale;        // for the natural-log LSE
