@@ -9,6 +9,7 @@
 #include "cuda/common/argument_checks.h"
 #include "cuda/common/device_guard.h"
 #include "cuda/common/shared_memory_limit.h"
+#include "cuda/common/softmax_math.h"
 #include "cuda/common/workspace.h"
 #include "cuda/sm80/forward/forward_launch.h"
 #include "cuda/sm80/forward/tile_shape.h"
@@ -18,8 +19,6 @@
 
 namespace dualkv::detail {
 namespace {
-
-constexpr double kLog2E = 1.4426950408889634;  // log2(e): exp(x) = exp2(x * log2(e))
 
 void check_compiled(const ForwardParams& params) {
   check_cuda_accumulation(params.options.accumulation);
@@ -108,7 +107,7 @@ void cuda_forward(const Layout& layout, const ForwardParams& p) {
   k.heads = static_cast<int32_t>(p.q.heads);
   k.heads_per_kv_head = static_cast<int32_t>(p.q.heads / p.k.heads);
   k.softmax_scale = p.softmax_scale;
-  k.softmax_scale_log2 = p.softmax_scale * static_cast<float>(kLog2E);
+  k.softmax_scale_log2 = p.softmax_scale * kLog2E;
 
   const auto stream = static_cast<cudaStream_t>(p.options.stream);
   const auto items = static_cast<int32_t>(work_items);

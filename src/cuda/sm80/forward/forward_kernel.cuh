@@ -26,10 +26,10 @@
 #include "cuda/common/key_block_walk.h"
 #include "cuda/sm80/forward/forward_config.cuh"
 #include "cuda/sm80/forward/forward_launch.h"
-#include "cuda/sm80/forward/fragments.cuh"
 #include "cuda/sm80/forward/online_softmax.cuh"
 #include "cuda/sm80/forward/score_mask.cuh"
-#include "cuda/sm80/forward/tile_io.cuh"
+#include "cuda/sm80/mma.cuh"
+#include "cuda/sm80/tile_io.cuh"
 
 namespace dualkv::detail::sm80 {
 
