@@ -14,6 +14,7 @@
 #include "cuda/common/shared_memory_limit.h"
 #include "cuda/common/workspace.h"
 #include "cuda/sm80/backward/launch.h"
+#include "cuda/sm80/backward/tile_shapes.h"
 #include "dualkv/errors.h"
 #include "host/backend.h"
 #include "host/backward_plan.h"
@@ -37,9 +38,9 @@ void check_compiled(const BackwardParams& params) {
 // options.max_shared_memory_per_block): at head_dim 128, 128 x 64 tiles on A100 and Hopper and
 // single-buffered 128 x 32 tiles on sm_86/sm_89. An Error names q.head_dim where the device fits
 // no shape.
-const BackwardTileShape& tile_shape_for(const BackwardParams& params) {
+const sm80::BackwardTileShape& tile_shape_for(const BackwardParams& params) {
   const SharedMemoryLimit limit = shared_memory_limit(params.options, params.q.device.index);
-  return select_backward_tile_shape(params.q.head_dim, params.deterministic, limit.bytes, limit.argument);
+  return sm80::select_backward_tile_shape(params.q.head_dim, params.deterministic, limit.bytes, limit.argument);
 }
 
 void check_one_launch(int64_t tiles, int64_t heads, const char* what) {
@@ -50,15 +51,16 @@ void check_one_launch(int64_t tiles, int64_t heads, const char* what) {
 }
 
 template <typename Pointer>
-sm80::TokenHeadView<Pointer> view_of(const TokenHeadTensor<Pointer>& t) {
+TokenHeadView<Pointer> view_of(const TokenHeadTensor<Pointer>& t) {
   return {t.data, t.token_stride, t.head_stride};
 }
 
 // Runs the instantiation of kBackwardTileShapes[i] for the i with &shape == &kBackwardTileShapes[i];
 // every shape of the table is instantiated (a missing one fails to link).
 template <DType kDType, size_t... kShapeIndex>
-void run_for_tile_shape(const BackwardTileShape& shape, const sm80::BackwardParams& kernel_params,
+void run_for_tile_shape(const sm80::BackwardTileShape& shape, const BackwardKernelParams& kernel_params,
                         std::index_sequence<kShapeIndex...>) {
+  using sm80::kBackwardTileShapes;
   ((&shape == &kBackwardTileShapes[kShapeIndex]
         ? sm80::run_backward<kDType, kBackwardTileShapes[kShapeIndex].head_dim,
                              kBackwardTileShapes[kShapeIndex].key_block, kBackwardTileShapes[kShapeIndex].query_block>(
@@ -68,8 +70,8 @@ void run_for_tile_shape(const BackwardTileShape& shape, const sm80::BackwardPara
 }
 
 template <DType kDType>
-void run_for_tile_shape(const BackwardTileShape& shape, const sm80::BackwardParams& kernel_params) {
-  constexpr size_t kShapes = sizeof(kBackwardTileShapes) / sizeof(kBackwardTileShapes[0]);
+void run_for_tile_shape(const sm80::BackwardTileShape& shape, const BackwardKernelParams& kernel_params) {
+  constexpr size_t kShapes = sizeof(sm80::kBackwardTileShapes) / sizeof(sm80::kBackwardTileShapes[0]);
   run_for_tile_shape<kDType>(shape, kernel_params, std::make_index_sequence<kShapes>{});
 }
 
@@ -77,8 +79,10 @@ void run_for_tile_shape(const BackwardTileShape& shape, const sm80::BackwardPara
 
 size_t cuda_backward_workspace_bytes(const Layout& layout, const BackwardParams& params) {
   check_compiled(params);
-  const BackwardTileShape& shape = tile_shape_for(params);
-  return workspace_bytes_for(plan_backward_workspace(layout, params.q.heads, shape, params.deterministic).total_bytes);
+  const sm80::BackwardTileShape& shape = tile_shape_for(params);
+  return workspace_bytes_for(plan_backward_workspace(layout, params.q.heads, shape.head_dim, shape.key_block,
+                                                     shape.dq_query_block, params.deterministic)
+                                 .total_bytes);
 }
 
 void cuda_backward(const Layout& layout, const BackwardParams& params) {
@@ -103,8 +107,9 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   check_vector_aligned(p.dk, "dk");
   check_vector_aligned(p.dv, "dv");
 
-  const BackwardTileShape& shape = tile_shape_for(p);
-  const BackwardWorkspace ws = plan_backward_workspace(layout, p.q.heads, shape, p.deterministic);
+  const sm80::BackwardTileShape& shape = tile_shape_for(p);
+  const BackwardWorkspace ws = plan_backward_workspace(layout, p.q.heads, shape.head_dim, shape.key_block,
+                                                       shape.dq_query_block, p.deterministic);
   const std::vector<TileWork> key_tiles = plan_key_tiles(layout, shape.key_block, shape.query_block);
   const std::vector<TileWork> query_tiles =
       p.deterministic ? plan_query_tiles(layout, shape.dq_query_block) : std::vector<TileWork>{};
@@ -120,7 +125,7 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
     upload_async(base + ws.query_tiles_offset, query_tiles.data(), query_tiles.size() * sizeof(TileWork), p.options);
   }
 
-  sm80::BackwardParams k{};
+  BackwardKernelParams k{};
   k.dout = view_of(p.dout);
   k.q = view_of(p.q);
   k.k = view_of(p.k);

@@ -1,6 +1,6 @@
-// sm80 backward kernels for fp16, head_dim 128, 128-key / 64-query tiles (host/backward_plan.h).
+// sm80 backward kernels for fp16, head_dim 128, 128-key / 64-query tiles (sm80/backward/tile_shapes.h).
 #include "cuda/sm80/backward/launch.cuh"
 
-namespace dualkv::sm80 {
-template void run_backward<DType::kFloat16, 128, 128, 64>(const BackwardParams& params);
-}  // namespace dualkv::sm80
+namespace dualkv::detail::sm80 {
+template void run_backward<DType::kFloat16, 128, 128, 64>(const BackwardKernelParams& params);
+}  // namespace dualkv::detail::sm80

@@ -5,21 +5,21 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <vector>
 
 #include "cuda/common/argument_checks.h"
 #include "cuda/common/device_guard.h"
 #include "cuda/common/kernel_family.h"
 #include "cuda/common/shared_memory_limit.h"
-#include "cuda/common/softmax_constants.h"
+#include "cuda/common/softmax_math.h"
 #include "cuda/common/workspace.h"
 #include "cuda/sm80/forward/forward_launch.h"
+#include "cuda/sm80/forward/tile_shape.h"
 #ifdef DUALKV_WITH_SM90
 #include "cuda/sm90/forward/forward_entry.h"
 #endif
 #include "dualkv/errors.h"
 #include "host/backend.h"
-#include "host/work_plan.h"
+#include "host/query_plan.h"
 
 namespace dualkv::detail {
 namespace {
@@ -29,11 +29,18 @@ void check_compiled(const ForwardParams& params) {
   check_compiled_head_dim(params.q.head_dim, kSm80ForwardHeadDims, "q.head_dim");
 }
 
-int block_m_for(const ForwardParams& params) { return forward_tile_shape(static_cast<int>(params.q.head_dim)).block_m; }
-
-size_t plan_bytes(const Layout& layout, const ForwardParams& params) {
-  return static_cast<size_t>(count_forward_tiles(layout, block_m_for(params))) * sizeof(ForwardTile);
+int block_m_for(const ForwardParams& params) {
+  return sm80::forward_tile_shape(static_cast<int>(params.q.head_dim)).block_m;
 }
+
+// The plan's two arrays in the workspace: the tiles, then the key ranges from the next
+// kWorkspaceAlignment boundary on.
+size_t ranges_offset(const QueryPlan& plan) {
+  const size_t tile_bytes = plan.tiles.size() * sizeof(QueryTile);
+  return (tile_bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+}
+
+size_t plan_bytes(const QueryPlan& plan) { return ranges_offset(plan) + plan.ranges.size() * sizeof(KeyRange); }
 
 template <DType kDType>
 void launch_for_head_dim(int64_t head_dim, const ForwardKernelParams& kernel_params, int32_t work_items,
@@ -72,7 +79,7 @@ size_t cuda_forward_workspace_bytes(const Layout& layout, const ForwardParams& p
   runs_hopper(params);  // a forced kHopper is an Error in a build without it
 #endif
   check_compiled(params);
-  return workspace_bytes_for(plan_bytes(layout, params));
+  return workspace_bytes_for(plan_bytes(build_query_plan(layout, block_m_for(params))));
 }
 
 void cuda_forward(const Layout& layout, const ForwardParams& p) {
@@ -94,19 +101,19 @@ void cuda_forward(const Layout& layout, const ForwardParams& p) {
   check_compiled(p);
   const int device = p.q.device.index;
 
-  check_fits_shared_memory(forward_shared_memory_bytes(static_cast<int>(p.q.head_dim)),
+  check_fits_shared_memory(sm80::forward_shared_memory_bytes(static_cast<int>(p.q.head_dim)),
                            shared_memory_limit(p.options, device), "the CUDA forward");
-  const int block_m = block_m_for(p);
-  const std::vector<ForwardTile> tiles = plan_forward_tiles(layout, block_m);
-  const int64_t work_items = static_cast<int64_t>(tiles.size()) * p.q.heads;
+  const QueryPlan plan = build_query_plan(layout, block_m_for(p));
+  const int64_t work_items = static_cast<int64_t>(plan.tiles.size()) * p.q.heads;
   if (work_items > std::numeric_limits<int32_t>::max()) {
-    throw Error("layout", "query tiles (" + std::to_string(tiles.size()) + ") x q.heads (" + std::to_string(p.q.heads) +
-                              ") exceed one CUDA launch (2^31 - 1 CTAs)");
+    throw Error("layout", "query tiles (" + std::to_string(plan.tiles.size()) + ") x q.heads (" +
+                              std::to_string(p.q.heads) + ") exceed one CUDA launch (2^31 - 1 CTAs)");
   }
 
   DeviceGuard guard(device);
-  void* plan = aligned_workspace(p.options, device, tiles.size() * sizeof(ForwardTile));
-  upload_async(plan, tiles.data(), tiles.size() * sizeof(ForwardTile), p.options);
+  auto* base = static_cast<char*>(aligned_workspace(p.options, device, plan_bytes(plan)));
+  upload_async(base, plan.tiles.data(), plan.tiles.size() * sizeof(QueryTile), p.options);
+  upload_async(base + ranges_offset(plan), plan.ranges.data(), plan.ranges.size() * sizeof(KeyRange), p.options);
 
   ForwardKernelParams k{};
   k.q = p.q.data;
@@ -123,7 +130,8 @@ void cuda_forward(const Layout& layout, const ForwardParams& p) {
   k.out_token_stride = p.out.token_stride;
   k.out_head_stride = p.out.head_stride;
   k.lse_head_stride = p.lse.head_stride;
-  k.tiles = static_cast<const ForwardTile*>(plan);
+  k.tiles = reinterpret_cast<const QueryTile*>(base);
+  k.ranges = reinterpret_cast<const KeyRange*>(base + ranges_offset(plan));
   k.heads = static_cast<int32_t>(p.q.heads);
   k.heads_per_kv_head = static_cast<int32_t>(p.q.heads / p.k.heads);
   k.softmax_scale = p.softmax_scale;

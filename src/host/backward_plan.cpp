@@ -1,9 +1,6 @@
 #include "host/backward_plan.h"
 
 #include <algorithm>
-#include <string>
-
-#include "dualkv/errors.h"
 
 namespace dualkv::detail {
 namespace {
@@ -79,31 +76,13 @@ int64_t count_tiles(const Layout& layout, int block) {
   return tiles;
 }
 
-const BackwardTileShape& select_backward_tile_shape(int64_t head_dim, bool deterministic, size_t limit_bytes,
-                                                    const char* limit_name) {
-  size_t least_bytes = 0;  // of the compiled shapes for head_dim; 0 while none is found
-  for (const BackwardTileShape& shape : kBackwardTileShapes) {
-    if (shape.head_dim != head_dim) continue;
-    const size_t bytes = backward_shared_memory_bytes(shape, deterministic);
-    if (bytes <= limit_bytes) return shape;
-    least_bytes = least_bytes == 0 ? bytes : std::min(least_bytes, bytes);
-  }
-  if (least_bytes == 0) {
-    throw Error("q.head_dim", "CUDA backward is compiled for head_dim 64 and 128, got " + std::to_string(head_dim));
-  }
-  throw Error(limit_name, "the CUDA backward for head_dim " + std::to_string(head_dim) + " needs at least " +
-                              std::to_string(least_bytes) + " bytes of shared memory per block; the limit is " +
-                              std::to_string(limit_bytes));
-}
-
-BackwardWorkspace plan_backward_workspace(const Layout& layout, int64_t heads, const BackwardTileShape& shape,
-                                          bool deterministic) {
-  const int64_t head_dim = shape.head_dim;
+BackwardWorkspace plan_backward_workspace(const Layout& layout, int64_t heads, int64_t head_dim, int key_block,
+                                          int dq_query_block, bool deterministic) {
   const auto tokens = static_cast<size_t>(layout.total_tokens());
   BackwardWorkspace ws;
   ws.has_dq_accum = !deterministic;
-  ws.num_key_tiles = count_tiles(layout, shape.key_block);
-  ws.num_query_tiles = deterministic ? count_tiles(layout, shape.dq_query_block) : 0;
+  ws.num_key_tiles = count_tiles(layout, key_block);
+  ws.num_query_tiles = deterministic ? count_tiles(layout, dq_query_block) : 0;
 
   size_t offset = 0;
   ws.dq_accum_offset = offset;

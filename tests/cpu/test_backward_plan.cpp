@@ -6,12 +6,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
-#include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu/batch_spec.h"
 #include "cpu/oracle_dense_mask.h"
-#include "dualkv/errors.h"
 #include "dualkv/layout.h"
 #include "host/backward_plan.h"
 
@@ -19,6 +18,10 @@ namespace dualkv::detail {
 namespace {
 
 using dualkv_test::BatchSpec;
+
+// (key block, query block) pairs the kernels plan with: the KV-major kernel's and the
+// deterministic dQ kernel's, at the sizes of the sm80 tile shapes and smaller ones.
+constexpr std::pair<int, int> kBlockPairs[] = {{128, 64}, {128, 32}, {64, 64}, {32, 16}};
 
 Layout layout_of(const BatchSpec& batch) {
   std::vector<int64_t> prompts;
@@ -135,26 +138,6 @@ void check_batch(const BatchSpec& batch, int key_block, int query_block) {
   }
 }
 
-TEST(BackwardPlan, TileShapesFitTheKernels) {
-  for (const BackwardTileShape& shape : kBackwardTileShapes) {
-    EXPECT_EQ(find_backward_tile_shape(shape.head_dim, shape.key_block, shape.query_block), &shape)
-        << "one shape per kernel";
-    EXPECT_TRUE(shape.query_stages == 1 || shape.query_stages == 2);
-    EXPECT_EQ(shape.head_dim % 64, 0) << "head_dim tiles use the 128-byte swizzle atom";
-    EXPECT_EQ(shape.key_block % shape.query_block, 0) << "query tiles line up with key tiles";
-    // KV-major kernel: key_block / 16 warps in a (key_block / 32) x 2 grid shared by every GEMM
-    // (key x query, key x d, query x d), each warp covering 16 x 16 per MMA tile.
-    EXPECT_EQ(shape.key_block % 32, 0);
-    EXPECT_LE(shape.key_block / 16, 16) << "at most 512 threads";
-    EXPECT_EQ(shape.query_block % 32, 0) << "two warp columns over the query tile; 32- or 64-column score atom";
-    EXPECT_LE(2 * shape.query_block, shape.key_block / 16 * 32) << "one thread per LSE and D value";
-    EXPECT_EQ(shape.dq_query_block % 16, 0);
-    EXPECT_EQ(shape.dq_key_block % 16, 0);
-  }
-  EXPECT_EQ(find_backward_tile_shape(96, 128, 64), nullptr);
-  EXPECT_EQ(find_backward_tile_shape(128, 32, 32), nullptr);
-}
-
 TEST(BackwardPlan, TilesFollowTheMaskOnFixedBatches) {
   const std::vector<BatchSpec> batches = {
       {{1, {1}}},
@@ -163,10 +146,7 @@ TEST(BackwardPlan, TilesFollowTheMaskOnFixedBatches) {
       {{128, {128, 128}}, {64, {64}}},
   };
   for (const BatchSpec& batch : batches) {
-    for (const BackwardTileShape& shape : kBackwardTileShapes) {
-      check_batch(batch, shape.key_block, shape.query_block);
-      check_batch(batch, shape.dq_key_block, shape.dq_query_block);
-    }
+    for (const auto& [key_block, query_block] : kBlockPairs) check_batch(batch, key_block, query_block);
   }
 }
 
@@ -198,15 +178,15 @@ TEST(BackwardPlan, WorkspaceStaysWithinHalfTheTensors) {
   for (const BatchSpec& batch : batches) {
     const Layout layout = layout_of(batch);
     const double tokens = layout.total_tokens();
-    for (const BackwardTileShape& shape : kBackwardTileShapes) {
+    for (const int64_t head_dim : {64, 128}) {
       for (int64_t kv_heads : {1, 2, 8}) {
         for (int64_t group_size : {1, 4, 8, 32}) {
           const int64_t heads = kv_heads * group_size;
-          const double tensor_bytes = tokens * (4.0 * heads + 4.0 * kv_heads) * shape.head_dim * 2 /*16-bit*/;
+          const double tensor_bytes = tokens * (4.0 * heads + 4.0 * kv_heads) * head_dim * 2 /*16-bit*/;
           for (bool deterministic : {false, true}) {
-            const BackwardWorkspace ws = plan_backward_workspace(layout, heads, shape, deterministic);
+            const BackwardWorkspace ws = plan_backward_workspace(layout, heads, head_dim, 128, 64, deterministic);
             EXPECT_LE(static_cast<double>(ws.total_bytes), 0.5 * tensor_bytes)
-                << "H=" << heads << " Hk=" << kv_heads << " d=" << shape.head_dim;
+                << "H=" << heads << " Hk=" << kv_heads << " d=" << head_dim;
           }
         }
       }
@@ -218,8 +198,7 @@ TEST(BackwardPlan, WorkspaceRegionsAreAlignedAndDisjoint) {
   const Layout layout = layout_of({{17, {5, 1, 70}}, {129, {1}}});
   for (bool deterministic : {false, true}) {
     const int64_t heads = 4, head_dim = 64;
-    const BackwardWorkspace ws =
-        plan_backward_workspace(layout, heads, *find_backward_tile_shape(head_dim, 128, 64), deterministic);
+    const BackwardWorkspace ws = plan_backward_workspace(layout, heads, head_dim, 128, 64, deterministic);
     const size_t tokens = static_cast<size_t>(layout.total_tokens());
     EXPECT_EQ(ws.has_dq_accum, !deterministic);
     EXPECT_EQ(ws.num_query_tiles, deterministic ? count_tiles(layout, 64) : 0);
@@ -242,63 +221,6 @@ TEST(BackwardPlan, WorkspaceRegionsAreAlignedAndDisjoint) {
         EXPECT_TRUE(disjoint || regions[i].bytes == 0 || regions[j].bytes == 0) << i << " vs " << j;
       }
     }
-  }
-}
-
-// Opt-in shared memory per block: H100/H200, A100, sm_86/sm_89.
-constexpr size_t kHopperLimit = 232448, kA100Limit = 166912, kSm86Limit = 101376;
-
-TEST(BackwardPlan, EveryGpuFromSm80GetsAShapeForEveryHeadDim) {
-  for (const int64_t head_dim : {64, 128}) {
-    for (const size_t limit : {kHopperLimit, kA100Limit, kSm86Limit}) {
-      for (const bool deterministic : {false, true}) {
-        const BackwardTileShape& shape = select_backward_tile_shape(head_dim, deterministic, limit, "limit");
-        EXPECT_EQ(shape.head_dim, head_dim);
-        EXPECT_LE(backward_shared_memory_bytes(shape, deterministic), limit) << "d=" << head_dim << " limit=" << limit;
-        EXPECT_LE(backward_kv_shared_memory_bytes(shape), limit);
-        if (deterministic) EXPECT_LE(backward_dq_shared_memory_bytes(shape), limit);
-      }
-    }
-  }
-}
-
-TEST(BackwardPlan, TheFastestShapeThatFitsIsChosen) {
-  // Head dim 128: 128 x 64 tiles, double-buffered (164864 bytes), where they fit; 128 x 32 tiles,
-  // single-buffered (98560 bytes) on sm_86/sm_89.
-  const BackwardTileShape& large = *find_backward_tile_shape(128, 128, 64);
-  const BackwardTileShape& sm86 = *find_backward_tile_shape(128, 128, 32);
-  for (const bool deterministic : {false, true}) {
-    EXPECT_EQ(&select_backward_tile_shape(128, deterministic, kHopperLimit, "limit"), &large);
-    EXPECT_EQ(&select_backward_tile_shape(128, deterministic, kA100Limit, "limit"), &large);
-    EXPECT_EQ(&select_backward_tile_shape(128, deterministic, kSm86Limit, "limit"), &sm86);
-    EXPECT_EQ(&select_backward_tile_shape(64, deterministic, kSm86Limit, "limit"),
-              find_backward_tile_shape(64, 128, 64));
-  }
-  EXPECT_EQ(backward_kv_shared_memory_bytes(large), 164864u);
-  EXPECT_EQ(&select_backward_tile_shape(128, false, backward_kv_shared_memory_bytes(large), "limit"), &large);
-  EXPECT_NE(&select_backward_tile_shape(128, false, backward_kv_shared_memory_bytes(large) - 1, "limit"), &large);
-}
-
-TEST(BackwardPlan, ALimitNoShapeFitsIsAnErrorNamingTheLimit) {
-  const BackwardTileShape& small = *find_backward_tile_shape(128, 128, 32);
-  const size_t least = backward_shared_memory_bytes(small, true);
-  EXPECT_EQ(least, backward_dq_shared_memory_bytes(small)) << "the deterministic dQ kernel is the larger one";
-  try {
-    select_backward_tile_shape(128, true, least - 1, "options.max_shared_memory_per_block");
-    ADD_FAILURE() << "no head_dim 128 shape fits " << least - 1 << " bytes";
-  } catch (const dualkv::Error& error) {
-    EXPECT_EQ(error.argument(), "options.max_shared_memory_per_block");
-    EXPECT_NE(std::string(error.rule()).find(std::to_string(least) + " bytes"), std::string::npos) << error.rule();
-  }
-  EXPECT_NO_THROW(select_backward_tile_shape(128, true, least, "limit"));
-}
-
-TEST(BackwardPlan, UncompiledHeadDimIsAnError) {
-  try {
-    select_backward_tile_shape(96, false, kHopperLimit, "limit");
-    ADD_FAILURE() << "head_dim 96 is not compiled";
-  } catch (const dualkv::Error& error) {
-    EXPECT_EQ(error.argument(), "q.head_dim");
   }
 }
 

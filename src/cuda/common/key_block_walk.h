@@ -1,6 +1,6 @@
 // The key blocks one query tile visits, in order, over its key-range list (host/query_plan.h):
 // each range in blocks of kBlockN keys from the range's first key. Host-device code, so the CPU
-// suite checks exactly the walk the kernels run (tests/cpu/test_key_block_walk.cpp).
+// suite checks exactly the walk the kernels run (tests/cpu/test_query_plan.cpp).
 //
 // A block's mask follows from where it sits:
 //   - kNone: every key is inside the range and, in the causal range, at or before the tile's

@@ -2,7 +2,7 @@
 // per row and column block, so the atomic dQ epilogue needs no register shuffles.
 #pragma once
 
-namespace dualkv::sm80 {
+namespace dualkv::detail::sm80 {
 
 // *address += first, *(address + 1) += second; address must be 8-byte aligned. sm90 has a
 // vector reduction (one red.global.add.v2.f32): half the instructions, and each 32-byte L2
@@ -17,4 +17,4 @@ __device__ __forceinline__ void atomic_add_pair(float* address, float first, flo
 #endif
 }
 
-}  // namespace dualkv::sm80
+}  // namespace dualkv::detail::sm80

@@ -18,12 +18,13 @@
 
 #include <cute/tensor.hpp>
 
-#include "cuda/sm80/backward/kernel_params.h"
+#include "cuda/common/backward_kernel_params.h"
 #include "cuda/sm80/backward/kernel_traits.cuh"
-#include "cuda/sm80/backward/mma_helpers.cuh"
-#include "cuda/sm80/backward/tile_copy.cuh"
+#include "cuda/sm80/backward/softmax_backward.cuh"
+#include "cuda/sm80/mma.cuh"
+#include "cuda/sm80/tile_io.cuh"
 
-namespace dualkv::sm80 {
+namespace dualkv::detail::sm80 {
 
 using namespace cute;
 
@@ -48,7 +49,7 @@ struct KeyStep {
 };
 
 template <typename Traits>
-__global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const BackwardParams p) {
+__global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const BackwardKernelParams p) {
   using Element = typename Traits::Element;
   constexpr int kM = Traits::kDqQueryBlock;
   constexpr int kN = Traits::kDqKeyBlock;
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
   // ---- work item ----
   const int head = blockIdx.x % p.heads;
   const int kv_head = head / (p.heads / p.kv_heads);
-  const detail::TileWork tile = p.query_tiles[blockIdx.x / p.heads];
+  const TileWork tile = p.query_tiles[blockIdx.x / p.heads];
   const int query_begin = tile.begin;
   const int segment_begin = p.cu_seqlens[tile.segment];
   const int segment_end = p.cu_seqlens[tile.segment + 1];
@@ -123,7 +124,7 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
   Tensor acc_dq = partition_fragment_C(mma, Shape<Int<kM>, Int<kD>>{});
   clear(acc_dq);
   Tensor score_coords = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kN>>{}));
-  const float scale_log2 = p.softmax_scale * kLog2e;
+  const float scale_log2 = p.softmax_scale * kLog2E;
 
   int stage = 0;
   load_step(step, stage);
@@ -148,8 +149,8 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
     clear(acc_dp);
     {
       Tensor tSrK = thr_mma.partition_fragment_B(sK);
-      gemm_smem_smem(mma, acc_s, tSrQ, tSrK, tSsQ, load_b.get_thread_slice(tid).partition_S(sK), load_a, load_b);
-      gemm_smem_smem(mma, acc_dp, tSrQ, tSrK, tSsdO, load_b.get_thread_slice(tid).partition_S(sV), load_a, load_b);
+      gemm_from_shared(mma, acc_s, tSrQ, tSrK, tSsQ, load_b.get_thread_slice(tid).partition_S(sK), load_a, load_b);
+      gemm_from_shared(mma, acc_dp, tSrQ, tSrK, tSsdO, load_b.get_thread_slice(tid).partition_S(sV), load_a, load_b);
     }
 
     const int key_rows = min(kN, step.range_end - step.begin);
@@ -163,11 +164,11 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
       softmax_backward<false, 0>(acc_s, acc_dp, score_coords, smem.lse, smem.delta, scale_log2, visible);
     }
     Tensor ds = convert_fragment<Element>(acc_dp);
-    Tensor ds_a = make_tensor(ds.data(), accumulator_as_a_operand(ds.layout()));
+    Tensor ds_a = make_tensor(ds.data(), accumulator_as_operand_a(ds.layout()));
     {
       Tensor tBrK = thr_mma.partition_fragment_B(sKtFlat);
-      gemm_reg_smem(mma, acc_dq, ds_a, tBrK, load_b_transposed.get_thread_slice(tid).partition_S(sKt),
-                    load_b_transposed);
+      gemm_a_in_registers(mma, acc_dq, ds_a, tBrK, load_b_transposed.get_thread_slice(tid).partition_S(sKt),
+                          load_b_transposed);
     }
     __syncthreads();  // the next prefetch overwrites this stage
     if (!has_next) break;
@@ -187,4 +188,4 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
   }
 }
 
-}  // namespace dualkv::sm80
+}  // namespace dualkv::detail::sm80

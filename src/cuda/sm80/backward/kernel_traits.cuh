@@ -1,42 +1,16 @@
 // Compile-time configuration of the sm80 backward kernels: MMA atoms, tiled MMAs, shared-memory
-// layouts and copy atoms for one (element type, head_dim) pair. Tile sizes come from the host
-// plan's table (host/backward_plan.h) so the host and the kernels cannot disagree.
+// layouts and copy atoms for one (element type, head_dim) pair. Tile sizes come from the shape
+// table (tile_shapes.h) the entry point chooses from, so the host and the kernels cannot disagree.
 #pragma once
 
-#include <cutlass/numeric_types.h>
-
 #include <cute/tensor.hpp>
-#include <type_traits>
 
-#include "host/backward_plan.h"
+#include "cuda/sm80/backward/tile_shapes.h"
+#include "cuda/sm80/mma.cuh"
 
-namespace dualkv::sm80 {
+namespace dualkv::detail::sm80 {
 
 using namespace cute;
-
-// exp(x) = exp2(x * log2(e)): the softmax runs on exp2, one FFMA per element.
-constexpr float kLog2e = 1.4426950408889634f;
-
-template <typename Element>
-using Sm80MmaAtom = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, MMA_Atom<SM80_16x8x16_F32F16F16F32_TN>,
-                                       MMA_Atom<SM80_16x8x16_F32BF16BF16F32_TN>>;
-
-// Row-major (rows, cols) tile of 16-bit elements, swizzled so that ldmatrix of 8 rows x 16 bytes
-// touches 8 distinct bank groups. In the 64-column atom rows are 128 bytes apart and the 3-bit
-// swizzle spreads 8 rows over the 8 groups; a 32-column tile (the (key, query) scores of the
-// 32-query shape) has two 64-byte rows per 128 bytes, and a 2-bit swizzle of row pairs does it.
-template <int kCols>
-using SwizzleAtom =
-    std::conditional_t<kCols % 64 == 0,
-                       decltype(composition(Swizzle<3, 3, 3>{}, cute::Layout<Shape<_8, _64>, Stride<_64, _1>>{})),
-                       decltype(composition(Swizzle<2, 3, 3>{}, cute::Layout<Shape<_8, _32>, Stride<_32, _1>>{}))>;
-
-template <int kRows, int kCols>
-using SwizzledRowMajor = decltype(tile_to_shape(SwizzleAtom<kCols>{}, Shape<Int<kRows>, Int<kCols>>{}));
-
-// The (kCols, kRows) view of a (kRows, kCols) shared-memory layout: element (c, r) is (r, c).
-template <typename RowLayout, int kRows, int kCols>
-using TransposedView = decltype(composition(RowLayout{}, make_layout(Shape<Int<kCols>, Int<kRows>>{}, GenRowMajor{})));
 
 // Global -> shared copy of (rows, kHeadDim) tiles: 16-byte cp.async, kHeadDim / 8 threads per row.
 template <typename Element, int kThreads, int kHeadDim>
@@ -45,16 +19,15 @@ using RowTileCopy = decltype(make_tiled_copy(
     cute::Layout<Shape<Int<kThreads / (kHeadDim / 8)>, Int<kHeadDim / 8>>, Stride<Int<kHeadDim / 8>, _1>>{},
     cute::Layout<Shape<_1, _8>>{}));
 
-// One compiled tile shape of host/backward_plan.h, named by (head_dim, key_block, query_block).
+// One compiled tile shape of tile_shapes.h, named by (head_dim, key_block, query_block).
 template <typename Element_, int kHeadDim_, int kKeyBlock_, int kQueryBlock_>
 struct BackwardTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr detail::BackwardTileShape kShape =
-      *detail::find_backward_tile_shape(kHeadDim, kKeyBlock_, kQueryBlock_);
+  static constexpr BackwardTileShape kShape = *find_backward_tile_shape(kHeadDim, kKeyBlock_, kQueryBlock_);
   static_assert(kHeadDim % 64 == 0, "head_dim tiles use the 128-byte swizzle atom");
 
-  using MmaAtom = Sm80MmaAtom<Element>;
+  using MmaAtom = sm80::MmaAtom<Element>;
   using LoadA = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
   using LoadTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
   using StorePair = Copy_Atom<AutoVectorizingCopyWithAssumedAlignment<32>, Element>;
@@ -112,4 +85,4 @@ struct BackwardTraits {
   static_assert(kQueryBlock % 16 == 0 && kDqKeyBlock % 16 == 0, "MMA K is 16");
 };
 
-}  // namespace dualkv::sm80
+}  // namespace dualkv::detail::sm80

@@ -25,13 +25,14 @@
 
 #include <cute/tensor.hpp>
 
+#include "cuda/common/backward_kernel_params.h"
 #include "cuda/sm80/backward/atomic_add_pair.cuh"
-#include "cuda/sm80/backward/kernel_params.h"
 #include "cuda/sm80/backward/kernel_traits.cuh"
-#include "cuda/sm80/backward/mma_helpers.cuh"
-#include "cuda/sm80/backward/tile_copy.cuh"
+#include "cuda/sm80/backward/softmax_backward.cuh"
+#include "cuda/sm80/mma.cuh"
+#include "cuda/sm80/tile_io.cuh"
 
-namespace dualkv::sm80 {
+namespace dualkv::detail::sm80 {
 
 using namespace cute;
 
@@ -88,7 +89,7 @@ struct QueryWalk {
 };
 
 template <typename Traits, bool kAccumulateDq>
-__global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(const BackwardParams p) {
+__global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(const BackwardKernelParams p) {
   using Element = typename Traits::Element;
   constexpr int kN = Traits::kKeyBlock;
   constexpr int kM = Traits::kQueryBlock;
@@ -101,7 +102,7 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
 
   // ---- work item ----
   const int kv_head = blockIdx.x % p.kv_heads;
-  const detail::TileWork tile = p.key_tiles[blockIdx.x / p.kv_heads];
+  const TileWork tile = p.key_tiles[blockIdx.x / p.kv_heads];
   const int key_begin = tile.begin;
   const int key_segment_begin = p.cu_seqlens[tile.segment];
   const int key_segment_end = p.cu_seqlens[tile.segment + 1];
@@ -171,7 +172,7 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
   clear(acc_dv);
   Tensor score_coords = thr_mma.partition_C(make_identity_tensor(Shape<Int<kN>, Int<kM>>{}));
 
-  const float scale_log2 = p.softmax_scale * kLog2e;
+  const float scale_log2 = p.softmax_scale * kLog2E;
   int stage = 0;
   load_step(step, stage);
   cp_async_fence();
@@ -203,9 +204,9 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
     {
       Tensor tSrQ = thr_mma.partition_fragment_B(sQ);
       Tensor tSsQ = load_b.get_thread_slice(tid).partition_S(sQ);
-      gemm_smem_smem(mma, acc_s, tSrK, tSrQ, tSsK, tSsQ, load_a, load_b);
+      gemm_from_shared(mma, acc_s, tSrK, tSrQ, tSsK, tSsQ, load_a, load_b);
       Tensor tSsdO = load_b.get_thread_slice(tid).partition_S(sdO);
-      gemm_smem_smem(mma, acc_dp, tSrK, tSrQ, tSsV, tSsdO, load_a, load_b);
+      gemm_from_shared(mma, acc_dp, tSrK, tSrQ, tSsV, tSsdO, load_a, load_b);
     }
 
     // P^T = exp(scale * S^T - LSE) and dS^T = P^T * (dP^T - D), masked. The causal mask applies
@@ -229,10 +230,10 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
     {
       Tensor tBr = thr_mma.partition_fragment_B(sQtFlat);
       auto load_b_slice = load_b_transposed.get_thread_slice(tid);
-      gemm_smem_smem(mma, acc_dv, tGrA, tBr, load_a.get_thread_slice(tid).partition_S(sPt),
-                     load_b_slice.partition_S(sdOt), load_a, load_b_transposed);
-      gemm_smem_smem(mma, acc_dk, tGrA, tBr, load_a.get_thread_slice(tid).partition_S(sdSt),
-                     load_b_slice.partition_S(sQt), load_a, load_b_transposed);
+      gemm_from_shared(mma, acc_dv, tGrA, tBr, load_a.get_thread_slice(tid).partition_S(sPt),
+                       load_b_slice.partition_S(sdOt), load_a, load_b_transposed);
+      gemm_from_shared(mma, acc_dk, tGrA, tBr, load_a.get_thread_slice(tid).partition_S(sdSt),
+                       load_b_slice.partition_S(sQt), load_a, load_b_transposed);
     }
     if constexpr (!kDoubleBuffered) {
       __syncthreads();  // every warp has read Q, dO, LSE and D: the next step's loads may land
@@ -250,9 +251,9 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
       clear(acc_dq);
       Tensor tArdS = dq_thr_mma.partition_fragment_A(sdSFlat);
       Tensor tBrK = dq_thr_mma.partition_fragment_B(sKtFlat);
-      gemm_smem_smem(dq_mma, acc_dq, tArdS, tBrK, load_ds_transposed.get_thread_slice(tid).partition_S(sdS),
-                     load_key_transposed.get_thread_slice(tid).partition_S(sKt), load_ds_transposed,
-                     load_key_transposed);
+      gemm_from_shared(dq_mma, acc_dq, tArdS, tBrK, load_ds_transposed.get_thread_slice(tid).partition_S(sdS),
+                       load_key_transposed.get_thread_slice(tid).partition_S(sKt), load_ds_transposed,
+                       load_key_transposed);
       // The accumulator is head-major, (H, T, d), so this (query tile, head) block is kM
       // contiguous rows of kD floats: a fully static layout, and every reduction of the thread
       // addresses one base register plus an immediate. With token-major rows the row stride was
@@ -262,10 +263,10 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
       float* dq_tile = p.dq_accum + (int64_t{step.head} * p.tokens + step.begin) * kD;
       Tensor gdQ = make_tensor(make_gmem_ptr(dq_tile), Shape<Int<kM>, Int<kD>>{}, Stride<Int<kD>, _1>{});
       Tensor dq_target = dq_thr_mma.partition_C(gdQ);
-      Tensor dq_target_rc = make_tensor(dq_target.data(), accumulator_rows_cols(dq_target.layout()));
+      Tensor dq_target_rc = make_tensor(dq_target.data(), accumulator_rows_by_columns(dq_target.layout()));
       Tensor dq_coords = dq_thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kD>>{}));
-      Tensor dq_rc = make_tensor(acc_dq.data(), accumulator_rows_cols(acc_dq.layout()));
-      Tensor dq_coords_rc = make_tensor(dq_coords.data(), accumulator_rows_cols(dq_coords.layout()));
+      Tensor dq_rc = make_tensor(acc_dq.data(), accumulator_rows_by_columns(acc_dq.layout()));
+      Tensor dq_coords_rc = make_tensor(dq_coords.data(), accumulator_rows_by_columns(dq_coords.layout()));
       // Columns c and c + 1 are adjacent (accumulator_rows_cols), and c is even, so each pair is
       // 8-byte aligned.
       const auto reduce_row = [&](int r) {
@@ -311,4 +312,4 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
   }
 }
 
-}  // namespace dualkv::sm80
+}  // namespace dualkv::detail::sm80

@@ -12,41 +12,41 @@
 #include "cuda/sm80/backward/launch.h"
 #include "cuda/sm80/backward/preprocess_kernel.cuh"
 
-namespace dualkv::sm80 {
+namespace dualkv::detail::sm80 {
 
 template <typename Kernel>
 void launch_with_shared_memory(Kernel kernel, const char* name, int blocks, int threads, size_t shared_bytes,
-                               cudaStream_t stream, const BackwardParams& params) {
+                               cudaStream_t stream, const BackwardKernelParams& params) {
   if (blocks == 0) return;
-  detail::check_cuda(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)), name);
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
+             name);
   kernel<<<blocks, threads, shared_bytes, stream>>>(params);
-  detail::check_launch(name);
+  check_launch(name);
 }
 
 template <DType kDType, int kHeadDim, int kKeyBlock, int kQueryBlock>
-void run_backward(const BackwardParams& params) {
-  using Element = detail::CudaElementT<kDType>;
+void run_backward(const BackwardKernelParams& params) {
+  using Element = CudaElementT<kDType>;
   using Traits = BackwardTraits<Element, kHeadDim, kKeyBlock, kQueryBlock>;
   using Chunks = RowChunks<Element, kHeadDim>;
-  static_assert(sizeof(KvSharedStorage<Traits>) == detail::backward_kv_shared_memory_bytes(Traits::kShape),
-                "backward_plan.h and the KV kernel disagree on shared memory");
-  static_assert(sizeof(DqSharedStorage<Traits>) == detail::backward_dq_shared_memory_bytes(Traits::kShape),
-                "backward_plan.h and the dQ kernel disagree on shared memory");
+  static_assert(sizeof(KvSharedStorage<Traits>) == backward_kv_shared_memory_bytes(Traits::kShape),
+                "tile_shapes.h and the KV kernel disagree on shared memory");
+  static_assert(sizeof(DqSharedStorage<Traits>) == backward_dq_shared_memory_bytes(Traits::kShape),
+                "tile_shapes.h and the dQ kernel disagree on shared memory");
   auto stream = static_cast<cudaStream_t>(params.stream);
   const bool accumulate_dq = params.dq_accum != nullptr;
 
   const int64_t rows = int64_t{params.tokens} * params.heads;
   const auto row_blocks = static_cast<int>((rows + Chunks::kRowsPerBlock - 1) / Chunks::kRowsPerBlock);
   backward_preprocess_kernel<Element, kHeadDim><<<row_blocks, Chunks::kThreads, 0, stream>>>(params);
-  detail::check_launch("backward_preprocess_kernel");
+  check_launch("backward_preprocess_kernel");
 
   const int kv_blocks = params.num_key_tiles * params.kv_heads;
   if (accumulate_dq) {
     launch_with_shared_memory(backward_kv_kernel<Traits, true>, "backward_kv_kernel", kv_blocks, Traits::kKvThreads,
                               sizeof(KvSharedStorage<Traits>), stream, params);
     backward_dq_convert_kernel<Element, kHeadDim><<<row_blocks, Chunks::kThreads, 0, stream>>>(params);
-    detail::check_launch("backward_dq_convert_kernel");
+    check_launch("backward_dq_convert_kernel");
   } else {
     launch_with_shared_memory(backward_kv_kernel<Traits, false>, "backward_kv_kernel", kv_blocks, Traits::kKvThreads,
                               sizeof(KvSharedStorage<Traits>), stream, params);
@@ -55,4 +55,4 @@ void run_backward(const BackwardParams& params) {
   }
 }
 
-}  // namespace dualkv::sm80
+}  // namespace dualkv::detail::sm80

@@ -10,9 +10,9 @@
 
 #include <cstdint>
 
-#include "cuda/sm80/backward/kernel_params.h"
+#include "cuda/common/backward_kernel_params.h"
 
-namespace dualkv::sm80 {
+namespace dualkv::detail::sm80 {
 
 template <typename Element, int kHeadDim>
 struct RowChunks {
@@ -22,7 +22,7 @@ struct RowChunks {
 };
 
 template <typename Element, int kHeadDim>
-__global__ void __launch_bounds__(256) backward_preprocess_kernel(const BackwardParams p) {
+__global__ void __launch_bounds__(256) backward_preprocess_kernel(const BackwardKernelParams p) {
   using Chunks = RowChunks<Element, kHeadDim>;
   using Vector = cutlass::Array<Element, 8>;
   const int64_t row = int64_t{blockIdx.x} * Chunks::kRowsPerBlock + threadIdx.x / Chunks::kPerRow;
@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(256) backward_preprocess_kernel(const Backward
 
 // Post-pass of the atomic mode: dq = dq_accum (already scaled) in dq's dtype and strides.
 template <typename Element, int kHeadDim>
-__global__ void __launch_bounds__(256) backward_dq_convert_kernel(const BackwardParams p) {
+__global__ void __launch_bounds__(256) backward_dq_convert_kernel(const BackwardKernelParams p) {
   using Chunks = RowChunks<Element, kHeadDim>;
   using Vector = cutlass::Array<Element, 8>;
   const int64_t row = int64_t{blockIdx.x} * Chunks::kRowsPerBlock + threadIdx.x / Chunks::kPerRow;
@@ -80,4 +80,4 @@ __global__ void __launch_bounds__(256) backward_dq_convert_kernel(const Backward
   *reinterpret_cast<Vector*>(dq) = converted;
 }
 
-}  // namespace dualkv::sm80
+}  // namespace dualkv::detail::sm80

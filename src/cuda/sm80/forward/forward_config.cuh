@@ -1,19 +1,17 @@
 // Compile-time configuration of the sm80 forward kernel for one (element type, head dimension):
-// block shape (from host/work_plan.h, the single source of tile sizes), the tensor-core MMA,
+// block shape (from tile_shape.h, the single source of tile sizes), the tensor-core MMA,
 // shared-memory layouts and the copy engines that move tiles between memories.
 #pragma once
 
-#include <cutlass/numeric_types.h>
-
 #include <cute/tensor.hpp>
-#include <type_traits>
 
-#include "host/work_plan.h"
+#include "cuda/sm80/forward/tile_shape.h"
+#include "cuda/sm80/mma.cuh"
 
-namespace dualkv::detail {
+namespace dualkv::detail::sm80 {
 
 template <typename Element_, int kHeadDim_>
-struct Sm80ForwardConfig {
+struct ForwardConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr ForwardTileShape kShape = forward_tile_shape(kHeadDim);
@@ -29,28 +27,20 @@ struct Sm80ForwardConfig {
 
   // m16n8k16 tensor-core MMA with fp32 accumulation; warps are stacked along M, so each warp owns
   // kBlockM / kWarps query rows and the softmax of a row never crosses warps.
-  using MmaAtom =
-      std::conditional_t<std::is_same_v<Element, cutlass::half_t>, cute::MMA_Atom<cute::SM80_16x8x16_F32F16F16F32_TN>,
-                         cute::MMA_Atom<cute::SM80_16x8x16_F32BF16BF16F32_TN>>;
-  using TiledMma = cute::TiledMMA<MmaAtom, cute::Layout<cute::Shape<cute::Int<kWarps>, cute::_1, cute::_1>>,
+  using TiledMma = cute::TiledMMA<MmaAtom<Element>, cute::Layout<cute::Shape<cute::Int<kWarps>, cute::_1, cute::_1>>,
                                   cute::Tile<cute::Int<16 * kWarps>, cute::_16, cute::_16>>;
 
-  // XOR swizzle of 16-byte units inside each 128-byte row chunk: the 8 rows an ldmatrix reads
-  // (and the 8 rows a cp.async wave writes) land in 8 different bank groups.
-  using SmemAtom = decltype(cute::composition(
-      cute::Swizzle<3, 3, 3>{},
-      cute::Layout<cute::Shape<cute::_8, cute::Int<kChunk>>, cute::Stride<cute::Int<kChunk>, cute::_1>>{}));
-  using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}));
-  using SmemLayoutKV =
-      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}));
-  // V read as the (head_dim, keys) B operand of O += P V: the same bytes, transposed view.
-  using SmemLayoutVt = decltype(cute::composition(
-      SmemLayoutKV{}, cute::make_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{}, cute::GenRowMajor{})));
+  // Rows in XOR-swizzled 128-byte chunks (mma.cuh): the 8 rows an ldmatrix reads (and the 8 rows
+  // a cp.async wave writes) land in 8 different bank groups.
+  using SmemLayoutQ = SwizzledRowMajor<kBlockM, kHeadDim>;
+  using SmemLayoutKV = SwizzledRowMajor<kBlockN, kHeadDim>;
+  // V read as the (head_dim, keys) B operand of O += P V.
+  using SmemLayoutVt = TransposedView<SmemLayoutKV, kBlockN, kHeadDim>;
 
   static constexpr int kSmemQElements = cute::cosize_v<SmemLayoutQ>;
   static constexpr int kSmemKVElements = cute::cosize_v<SmemLayoutKV>;
   static constexpr int kSmemBytes = (kSmemQElements + 2 * kSmemKVElements) * static_cast<int>(sizeof(Element));
-  static_assert(kSmemBytes == forward_shared_memory_bytes(kHeadDim), "work_plan.h and the kernel disagree");
+  static_assert(kSmemBytes == forward_shared_memory_bytes(kHeadDim), "tile_shape.h and the kernel disagree");
 
   // shared -> registers: ldmatrix (x4), transposed for V.
   using SmemLoadAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, Element>;
@@ -74,4 +64,4 @@ struct Sm80ForwardConfig {
                                      GmemThreadLayout{}, GmemVectorLayout{}));
 };
 
-}  // namespace dualkv::detail
+}  // namespace dualkv::detail::sm80

@@ -1,9 +1,11 @@
 // sm80 fused forward kernel (FlashAttention-2 structure on CuTe, cp.async + mma.sync).
 //
-// Work: CTA i handles query tile i / H of the host plan (heaviest first) for head i % H, so the
-// H heads of one tile run side by side and read the same K/V rows (GQA-adjacent heads share them
-// in L2). The CTA walks the tile's key blocks (key_blocks.cuh): prompt blocks unmasked, own
-// segment causally, with one online softmax across both ranges.
+// Work: CTA i handles query tile i / H of the host plan (host/query_plan.h, heaviest first) for
+// head i % H, so the H heads of one tile run side by side and read the same K/V rows (GQA-adjacent
+// heads share them in L2). The CTA walks the key blocks of the tile's key-range list
+// (cuda/common/key_block_walk.h): ancestor ranges (the prompt) unmasked but for a range's last
+// partial block, its own segment causally, with one online softmax across all ranges. Entering a
+// range reads its bounds from the plan: one uniform load per range, none per block.
 //
 // Warp roles: all kWarps warps are alike. Every thread issues cp.async for its share of each
 // tile; warp w computes query rows {16w + 16*kWarps*i} of S = Q K^T and O += P V, so the softmax
@@ -21,12 +23,13 @@
 
 #include <cute/tensor.hpp>
 
+#include "cuda/common/key_block_walk.h"
 #include "cuda/sm80/forward/forward_config.cuh"
 #include "cuda/sm80/forward/forward_launch.h"
-#include "cuda/sm80/forward/fragments.cuh"
-#include "cuda/sm80/forward/key_blocks.cuh"
 #include "cuda/sm80/forward/online_softmax.cuh"
-#include "cuda/sm80/forward/tile_io.cuh"
+#include "cuda/sm80/forward/score_mask.cuh"
+#include "cuda/sm80/mma.cuh"
+#include "cuda/sm80/tile_io.cuh"
 
 namespace dualkv::detail::sm80 {
 
@@ -40,10 +43,11 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const __grid_
   const int thread = threadIdx.x;
 
   const int head = blockIdx.x % p.heads;
-  const ForwardTile tile = p.tiles[blockIdx.x / p.heads];
+  const QueryTile tile = p.tiles[blockIdx.x / p.heads];
   const int kv_head = head / p.heads_per_kv_head;
   const int rows = tile.q_end - tile.q_begin;
-  const KeyBlocks<Config::kBlockN> blocks(tile);
+  using Walk = KeyBlockWalk<Config::kBlockN>;
+  Walk walk(tile, p.ranges);
 
   extern __shared__ __align__(128) char shared_bytes[];
   Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(shared_bytes)), typename Config::SmemLayoutQ{});
@@ -74,14 +78,12 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const __grid_
   Tensor tVgV =
       load_slice.partition_S(make_tensor(make_gmem_ptr(v_head), BlockKV{}, make_stride(p.v_token_stride, _1{})));
   // Full blocks (all but the last of each range) load without row predicates.
-  auto load_key_block = [&](const auto& head_rows, int64_t token_stride, auto& destination, int block) {
-    const int key_begin = blocks.key_begin(block);
-    Tensor source = make_tensor(head_rows.data() + key_begin * token_stride, head_rows.layout());
-    const int valid_rows = blocks.range_end(block) - key_begin;
-    if (valid_rows >= Config::kBlockN) {
+  auto load_key_block = [&](const auto& head_rows, int64_t token_stride, auto& destination, const Walk& block) {
+    Tensor source = make_tensor(head_rows.data() + block.key_begin() * token_stride, head_rows.layout());
+    if (!block.reaches_past_range()) {
       copy(gmem_load, source, destination);
     } else {
-      load_rows_async(gmem_load, source, destination, tKVcKV, valid_rows);
+      load_rows_async(gmem_load, source, destination, tKVcKV, block.range_end() - block.key_begin());
     }
   };
 
@@ -105,28 +107,31 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const __grid_
   clear(acc_o);
 
   load_rows_async(gmem_load, load_slice.partition_S(gQ), tQsQ, tQcQ, rows);
-  load_key_block(tKgK, p.k_token_stride, tKsK, 0);
+  load_key_block(tKgK, p.k_token_stride, tKsK, walk);
   cp_async_fence();
 
-  for (int block = 0; block < blocks.total; ++block) {
+  // Top-tested although every tile has a block: as a do-while loop ptxas spilled the K/V row
+  // offsets across the softmax (d = 64: 4 -> 48 spilled bytes).
+  while (!walk.done()) {
     Tensor acc_s = partition_fragment_C(mma, BlockS{});
     clear(acc_s);
     cp_async_wait<0>();
     __syncthreads();  // K(block) has landed and every warp is done with V(block - 1)
-    load_key_block(tVgV, p.v_token_stride, tVsV, block);
+    load_key_block(tVgV, p.v_token_stride, tVsV, walk);
     cp_async_fence();
 
     gemm_from_shared(mma, acc_s, tSrQ, tSrK, tSsQ, tSsK, smem_load_q, smem_load_k);
-    const BlockMask mask = blocks.mask(block);
+    const BlockMask mask = walk.mask();
     if (mask == BlockMask::kBounds) {
-      mask_scores<false>(acc_s, tScS, tile.q_begin, blocks.key_begin(block), blocks.range_end(block));
+      mask_scores<false>(acc_s, tScS, tile.q_begin, walk.key_begin(), walk.range_end());
     } else if (mask == BlockMask::kCausal) {
-      mask_scores<true>(acc_s, tScS, tile.q_begin, blocks.key_begin(block), blocks.range_end(block));
+      mask_scores<true>(acc_s, tScS, tile.q_begin, walk.key_begin(), walk.range_end());
     }
 
     cp_async_wait<0>();
     __syncthreads();  // V(block) has landed and every warp is done with K(block)
-    if (block + 1 < blocks.total) load_key_block(tKgK, p.k_token_stride, tKsK, block + 1);
+    walk.advance();
+    if (!walk.done()) load_key_block(tKgK, p.k_token_stride, tKsK, walk);
     cp_async_fence();
 
     softmax.update(acc_s, acc_o, p.softmax_scale_log2);

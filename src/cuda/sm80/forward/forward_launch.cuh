@@ -14,7 +14,7 @@ namespace dualkv::detail {
 
 template <DType kDType, int kHeadDim>
 void launch_sm80_forward(const ForwardKernelParams& params, int32_t work_items, cudaStream_t stream) {
-  using Config = Sm80ForwardConfig<CudaElementT<kDType>, kHeadDim>;
+  using Config = sm80::ForwardConfig<CudaElementT<kDType>, kHeadDim>;
   const auto kernel = sm80::forward_kernel<Config>;
   // Above 48 KiB a kernel must opt in to dynamic shared memory (per device, hence every call).
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes),

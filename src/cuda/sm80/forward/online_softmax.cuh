@@ -10,15 +10,10 @@
 #include <cmath>
 #include <cute/tensor.hpp>
 
-#include "cuda/sm80/forward/fragments.cuh"
+#include "cuda/common/softmax_math.h"
+#include "cuda/sm80/mma.cuh"
 
 namespace dualkv::detail::sm80 {
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -88,7 +83,7 @@ struct OnlineSoftmax {
     if (__any_sync(0xffffffffu, raised)) {
       CUTE_UNROLL
       for (int r = 0; r < kRows; ++r) {
-        const float rescale = fast_exp2(row_max[r] * scale_log2 - shift[r]);
+        const float rescale = exp2_approx(row_max[r] * scale_log2 - shift[r]);
         row_sum[r] *= rescale;
         CUTE_UNROLL
         for (int c = 0; c < cute::size<1>(out); ++c) out(r, c) *= rescale;
@@ -98,7 +93,7 @@ struct OnlineSoftmax {
     for (int r = 0; r < kRows; ++r) {
       row_max[r] = new_max[r];
       CUTE_UNROLL
-      for (int c = 0; c < cute::size<1>(scores); ++c) scores(r, c) = fast_exp2(scores(r, c) * scale_log2 - shift[r]);
+      for (int c = 0; c < cute::size<1>(scores); ++c) scores(r, c) = exp2_approx(scores(r, c) * scale_log2 - shift[r]);
       row_sum[r] += chained_reduce(scores, r, [](float a, float b) { return a + b; });
     }
   }

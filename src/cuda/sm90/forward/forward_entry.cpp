@@ -11,7 +11,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_guard.h"
 #include "cuda/common/shared_memory_limit.h"
-#include "cuda/common/softmax_constants.h"
+#include "cuda/common/softmax_math.h"
 #include "cuda/common/tensor_map.h"
 #include "cuda/common/workspace.h"
 #include "cuda/sm90/forward/launch.h"

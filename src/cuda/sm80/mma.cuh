@@ -1,15 +1,48 @@
-// Register-fragment plumbing for the m16n8k16 tensor-core MMA: views of an accumulator by
-// (row, column), the accumulator reused as the A operand of the next MMA, fp32 -> 16-bit
-// conversion, and the two GEMM shapes of attention (both operands in shared memory; A already
-// in registers), each pipelining the ldmatrix of k-step s + 1 behind the MMA of step s.
+// The m16n8k16 tensor-core MMA (mma.sync) as both directions of the sm80 kernels use it: the MMA
+// atom of each 16-bit element type, the swizzled shared-memory layouts its ldmatrix operands are
+// read from, views of an accumulator by (row, column), the accumulator reused as the A operand of
+// the next MMA, fp32 -> 16-bit conversion, and the two GEMM shapes of attention (both operands in
+// shared memory; A already in registers), each pipelining the ldmatrix of k-step s + 1 behind the
+// MMA of step s.
 #pragma once
 
 #include <cutlass/array.h>
 #include <cutlass/numeric_conversion.h>
+#include <cutlass/numeric_types.h>
 
 #include <cute/tensor.hpp>
+#include <type_traits>
 
 namespace dualkv::detail::sm80 {
+
+// fp32 accumulation for fp16 and bf16 operands.
+template <typename Element>
+using MmaAtom =
+    std::conditional_t<std::is_same_v<Element, cutlass::half_t>, cute::MMA_Atom<cute::SM80_16x8x16_F32F16F16F32_TN>,
+                       cute::MMA_Atom<cute::SM80_16x8x16_F32BF16BF16F32_TN>>;
+
+// Row-major (rows, cols) tile of 16-bit elements, swizzled so that ldmatrix of 8 rows x 16 bytes
+// (and a cp.async wave writing 8 rows) touches 8 distinct bank groups. In the 64-column atom rows
+// are 128 bytes apart and the 3-bit XOR swizzle of 16-byte units spreads 8 rows over the 8 groups;
+// a 32-column tile (the (key, query) scores of the backward's 32-query shape) has two 64-byte rows
+// per 128 bytes, and a 2-bit swizzle of row pairs does it.
+template <int kCols>
+using SwizzleAtom = std::conditional_t<
+    kCols % 64 == 0,
+    decltype(cute::composition(cute::Swizzle<3, 3, 3>{},
+                               cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{})),
+    decltype(cute::composition(cute::Swizzle<2, 3, 3>{},
+                               cute::Layout<cute::Shape<cute::_8, cute::_32>, cute::Stride<cute::_32, cute::_1>>{}))>;
+
+template <int kRows, int kCols>
+using SwizzledRowMajor =
+    decltype(cute::tile_to_shape(SwizzleAtom<kCols>{}, cute::Shape<cute::Int<kRows>, cute::Int<kCols>>{}));
+
+// The (kCols, kRows) view of a (kRows, kCols) shared-memory layout: element (c, r) is (r, c). The
+// same bytes, read transposed (e.g. V as the (head_dim, keys) B operand of O += P V).
+template <typename RowLayout, int kRows, int kCols>
+using TransposedView = decltype(cute::composition(
+    RowLayout{}, cute::make_layout(cute::Shape<cute::Int<kCols>, cute::Int<kRows>>{}, cute::GenRowMajor{})));
 
 // An m16n8 accumulator fragment holds 4 values per thread: (row r, cols c, c+1) and (row r+8,
 // cols c, c+1). Viewing mode 0 as (column pair, row pair) gives an accumulator
@@ -29,6 +62,7 @@ __device__ __forceinline__ constexpr auto accumulator_rows_by_columns(Layout acc
 template <typename Layout>
 __device__ __forceinline__ constexpr auto accumulator_as_operand_a(Layout accumulator) {
   static_assert(decltype(cute::size<0>(accumulator))::value == 4);
+  static_assert(decltype(cute::size<2>(accumulator))::value % 2 == 0, "k-steps are 16 columns");
   const auto steps = cute::logical_divide(accumulator, cute::Shape<cute::Underscore, cute::Underscore, cute::_2>{});
   return cute::make_layout(cute::make_layout(cute::get<0>(steps), cute::get<2, 0>(steps)), cute::get<1>(steps),
                            cute::get<2, 1>(steps));

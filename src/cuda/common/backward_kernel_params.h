@@ -1,12 +1,12 @@
-// Arguments of the sm80 backward kernels, filled by the host launcher (backward_dispatch.cpp).
-// All pointers are device pointers; strides are in elements.
+// Arguments of the CUDA backward kernels, filled by the entry point (backward_entry.cpp). All
+// pointers are device pointers; strides are in elements.
 #pragma once
 
 #include <cstdint>
 
 #include "host/backward_plan.h"
 
-namespace dualkv::sm80 {
+namespace dualkv::detail {
 
 template <typename Pointer>
 struct TokenHeadView {
@@ -15,7 +15,7 @@ struct TokenHeadView {
   int64_t head_stride;
 };
 
-struct BackwardParams {
+struct BackwardKernelParams {
   TokenHeadView<const void*> q, k, v, out, dout;
   TokenHeadView<void*> dq, dk, dv;
   const float* lse;  // (H, T)
@@ -23,8 +23,8 @@ struct BackwardParams {
   float* delta;     // (H, T) contiguous, written by the preprocess kernel
   float* dq_accum;  // (H, T, d) contiguous fp32; nullptr when deterministic
   const int32_t* cu_seqlens;
-  const detail::TileWork* key_tiles;
-  const detail::TileWork* query_tiles;  // deterministic only
+  const TileWork* key_tiles;
+  const TileWork* query_tiles;  // deterministic only
   int num_key_tiles;
   int num_query_tiles;
   int tokens;
@@ -34,4 +34,4 @@ struct BackwardParams {
   void* stream;  // cudaStream_t
 };
 
-}  // namespace dualkv::sm80
+}  // namespace dualkv::detail
