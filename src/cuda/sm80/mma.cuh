@@ -13,6 +13,8 @@
 #include <cute/tensor.hpp>
 #include <type_traits>
 
+#include "cuda/common/fragment_convert.cuh"
+
 namespace dualkv::detail::sm80 {
 
 // fp32 accumulation for fp16 and bf16 operands.
@@ -66,18 +68,6 @@ __device__ __forceinline__ constexpr auto accumulator_as_operand_a(Layout accumu
   const auto steps = cute::logical_divide(accumulator, cute::Shape<cute::Underscore, cute::Underscore, cute::_2>{});
   return cute::make_layout(cute::make_layout(cute::get<0>(steps), cute::get<2, 0>(steps)), cute::get<1>(steps),
                            cute::get<2, 1>(steps));
-}
-
-// Element-wise conversion into a new register tensor of the same layout (packed cvt instructions).
-template <typename To, typename Engine, typename Layout>
-__device__ __forceinline__ auto convert_fragment(const cute::Tensor<Engine, Layout>& from) {
-  using From = typename Engine::value_type;
-  constexpr int kCount = decltype(cute::size(from))::value;
-  auto to = cute::make_tensor<To>(from.layout());
-  cutlass::NumericArrayConverter<To, From, kCount> convert;
-  *reinterpret_cast<cutlass::Array<To, kCount>*>(to.data()) =
-      convert(*reinterpret_cast<const cutlass::Array<From, kCount>*>(from.data()));
-  return to;
 }
 
 // acc += A B^T with A and B in shared memory. a/b: MMA fragments; a_smem/b_smem: the ldmatrix

@@ -24,9 +24,9 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/common/key_block_walk.h"
+#include "cuda/common/online_softmax.cuh"
 #include "cuda/sm80/forward/forward_config.cuh"
 #include "cuda/sm80/forward/forward_launch.h"
-#include "cuda/sm80/forward/online_softmax.cuh"
 #include "cuda/sm80/forward/score_mask.cuh"
 #include "cuda/sm80/mma.cuh"
 #include "cuda/sm80/tile_io.cuh"
@@ -102,7 +102,8 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const __grid_
   Tensor tSsK = smem_load_k.get_thread_slice(thread).partition_S(sK);
   Tensor tOsVt = smem_load_v.get_thread_slice(thread).partition_S(sVt);
 
-  constexpr int kRowsPerThread = decltype(size<0>(accumulator_rows_by_columns(acc_o.layout())))::value;
+  Tensor out = make_tensor(acc_o.data(), accumulator_rows_by_columns(acc_o.layout()));
+  constexpr int kRowsPerThread = decltype(size<0>(out))::value;
   OnlineSoftmax<kRowsPerThread> softmax;
   clear(acc_o);
 
@@ -134,7 +135,8 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const __grid_
     if (!walk.done()) load_key_block(tKgK, p.k_token_stride, tKsK, walk);
     cp_async_fence();
 
-    softmax.update(acc_s, acc_o, p.softmax_scale_log2);
+    Tensor scores = make_tensor(acc_s.data(), accumulator_rows_by_columns(acc_s.layout()));
+    softmax.update(scores, out, p.softmax_scale_log2);
     Tensor probabilities = convert_fragment<Element>(acc_s);
     Tensor tOrP = make_tensor(probabilities.data(), accumulator_as_operand_a(probabilities.layout()));
     gemm_a_in_registers(mma, acc_o, tOrP, tOrVt, tOsVt, smem_load_v);
@@ -142,7 +144,7 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const __grid_
 
   // Epilogue: normalise, LSE straight from registers, O through shared memory for 16-byte stores.
   float lse[kRowsPerThread];
-  softmax.finish(acc_o, p.softmax_scale, lse);
+  softmax.finish(out, p.softmax_scale, lse);
   Tensor tOcO = mma_slice.partition_C(make_identity_tensor(BlockQ{}));
   Tensor tOcO_rows = make_tensor(tOcO.data(), accumulator_rows_by_columns(tOcO.layout()));
   if (get<1>(tOcO_rows(0, 0)) == 0) {  // one lane of each quad holds column 0 of the quad's rows

@@ -11,6 +11,8 @@
 
 #include <cute/tensor.hpp>
 
+#include "cuda/common/fragment_convert.cuh"
+
 namespace dualkv::detail::sm90 {
 
 // ((2, 2, V), M, N) -> ((2, M), (2, V, N)): rows by columns of this thread's values.
@@ -32,18 +34,6 @@ __device__ __forceinline__ constexpr auto accumulator_as_operand_a(Layout accumu
   return cute::make_layout(cute::make_layout(cute::get<0>(groups), cute::get<1>(groups), cute::get<2, 0>(groups)),
                            cute::get<1>(accumulator),
                            cute::coalesce(cute::make_layout(cute::get<2, 1>(groups), cute::get<2>(accumulator))));
-}
-
-// Element-wise conversion into a new register tensor of the same layout (packed cvt instructions).
-template <typename To, typename Engine, typename Layout>
-__device__ __forceinline__ auto convert_fragment(const cute::Tensor<Engine, Layout>& from) {
-  using From = typename Engine::value_type;
-  constexpr int kCount = decltype(cute::size(from))::value;
-  auto to = cute::make_tensor<To>(from.layout());
-  cutlass::NumericArrayConverter<To, From, kCount> convert;
-  *reinterpret_cast<cutlass::Array<To, kCount>*>(to.data()) =
-      convert(*reinterpret_cast<const cutlass::Array<From, kCount>*>(from.data()));
-  return to;
 }
 
 // Issues acc (+)= A B over every k step as one wgmma batch and commits it; waits until at most

@@ -32,10 +32,10 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/common/key_block_walk.h"
+#include "cuda/common/online_softmax.cuh"
 #include "cuda/sm90/forward/config.cuh"
 #include "cuda/sm90/forward/fragments.cuh"
 #include "cuda/sm90/forward/launch.h"
-#include "cuda/sm90/forward/online_softmax.cuh"
 
 namespace dualkv::detail::sm90 {
 
