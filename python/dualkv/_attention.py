@@ -106,3 +106,15 @@ def _backward(ctx, grad_out, grad_lse):
 
 
 torch.library.register_autograd("dualkv::attention_forward", _backward, setup_context=_setup_context)
+
+
+def _double_backward(ctx, grad_dq, grad_dk, grad_dv):
+    # Without a registration here PyTorch's fallback returns zeros for the second derivative (with
+    # only a warning); a gradient of the gradient would be silently wrong, so it is an error.
+    raise NotImplementedError(
+        "dualkv.attention: double backward is not supported (differentiating dq, dk or dv, e.g. after "
+        "torch.autograd.grad(..., create_graph=True)); first-order gradients with create_graph=True are fine"
+    )
+
+
+torch.library.register_autograd("dualkv::attention_backward", _double_backward)
