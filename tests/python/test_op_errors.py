@@ -125,3 +125,32 @@ def test_inputs_are_not_modified(layout, generator):
     after = qkv.detach(), dout, layout.cu_seqlens, layout.cu_groups
     for b, a in zip(before, after):
         assert torch.equal(b, a)
+
+
+@pytest.mark.parametrize(
+    "on_meta, argument",
+    [("cu_seqlens", "cu_seqlens"), ("cu_groups", "cu_groups"), ("k", "k.device"), ("v", "v.device")],
+)
+def test_forward_with_one_meta_argument_is_an_error_not_uninitialised_memory(on_meta, argument, qkv, layout):
+    """A meta tensor among real ones routes the call to the fake kernel, which must refuse it."""
+    arguments = dict(zip("qkv", qkv), cu_seqlens=layout.cu_seqlens, cu_groups=layout.cu_groups)
+    arguments[on_meta] = arguments[on_meta].to("meta")
+    with pytest.raises(ValueError, match=names(argument)):
+        torch.ops.dualkv.attention_forward(*arguments.values(), None, False)
+
+
+@pytest.mark.parametrize("on_meta", ["dout", "out", "lse", "cu_seqlens"])
+def test_backward_with_one_meta_argument_is_an_error_not_uninitialised_memory(on_meta, qkv, layout):
+    q, k, v = qkv
+    out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.cu_groups, None, False)
+    arguments = dict(dout=out, q=q, k=k, v=v, out=out, lse=lse, cu_seqlens=layout.cu_seqlens, cu_groups=layout.cu_groups)
+    arguments[on_meta] = arguments[on_meta].to("meta")
+    with pytest.raises(ValueError, match=names(on_meta if on_meta == "cu_seqlens" else f"{on_meta}.device")):
+        torch.ops.dualkv.attention_backward(*arguments.values(), None, False)
+
+
+def test_all_meta_tensors_give_shapes_for_tracing(qkv, layout):
+    q, k, v = (t.to("meta") for t in qkv)
+    out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.cu_groups, None, False)
+    assert out.device.type == lse.device.type == "meta"
+    assert out.shape == q.shape and lse.shape == (q.shape[1], q.shape[0])
