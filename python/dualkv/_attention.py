@@ -56,9 +56,8 @@ def attention_with_lse(
     _check_arguments(q, k, v, layout, softmax_scale, deterministic)
     if softmax_scale is not None:
         softmax_scale = float(softmax_scale)
-    return torch.ops.dualkv.attention_forward(
-        q, k, v, layout.cu_seqlens, layout.cu_groups, softmax_scale, deterministic
-    )
+    cu_seqlens, cu_groups = layout._operator_offsets()
+    return torch.ops.dualkv.attention_forward(q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic)
 
 
 def _check_arguments(q, k, v, layout, softmax_scale, deterministic) -> None:

@@ -59,17 +59,29 @@ def _offsets_tensor(value, name: str) -> torch.Tensor:
 class Layout:
     """The packed layout of G prompt groups; immutable.
 
-    Build with `Layout.from_lengths(prompt_lens, response_lens)` or
+    Build with `Layout.from_lengths(prompt_lengths, response_lengths)` or
     `Layout.from_offsets(cu_seqlens, cu_groups)`. `device` is where the per-token helpers
     (segment_ids, group_ids, position_ids) are created; the offsets themselves always stay on
-    the CPU, where the operator reads them.
+    the CPU, where the operator reads them. Every tensor or list a property returns is a new copy,
+    so writing to it cannot change the layout (whose derived values are cached).
     """
 
     def __init__(self, cu_seqlens, cu_groups, device: torch.device | str | None = None):
-        self._cu_seqlens = _offsets_tensor(cu_seqlens, "cu_seqlens")
-        self._cu_groups = _offsets_tensor(cu_groups, "cu_groups")
+        # The offsets are private copies (`_offsets_tensor` never returns the caller's tensor).
+        object.__setattr__(self, "_cu_seqlens", _offsets_tensor(cu_seqlens, "cu_seqlens"))
+        object.__setattr__(self, "_cu_groups", _offsets_tensor(cu_groups, "cu_groups"))
         _C.validate_offsets(self._cu_seqlens, self._cu_groups)
-        self._device = torch.device("cpu" if device is None else device)
+        object.__setattr__(self, "_device", torch.device("cpu" if device is None else device))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Layout is immutable: cannot set {name!r}; build a new Layout instead")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"Layout is immutable: cannot delete {name!r}")
+
+    def __reduce__(self):
+        # Rebuilt (and revalidated) from its offsets, without the cached helpers.
+        return Layout, (self._cu_seqlens, self._cu_groups, self._device)
 
     @classmethod
     def from_lengths(cls, prompt_lens, response_lens, device: torch.device | str | None = None) -> Layout:
@@ -92,15 +104,20 @@ class Layout:
         """The same layout with its per-token helpers created on `device`."""
         return Layout(self._cu_seqlens, self._cu_groups, device)
 
+    def _operator_offsets(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cu_seqlens, cu_groups) themselves, not copies, for the operator calls of this package,
+        which only read them."""
+        return self._cu_seqlens, self._cu_groups
+
     @property
     def cu_seqlens(self) -> torch.Tensor:
-        """(S+1,) int32 CPU segment offsets."""
-        return self._cu_seqlens
+        """(S+1,) int32 CPU segment offsets (a copy)."""
+        return self._cu_seqlens.clone()
 
     @property
     def cu_groups(self) -> torch.Tensor:
-        """(G+1,) int32 CPU indices of each group's first (prompt) segment."""
-        return self._cu_groups
+        """(G+1,) int32 CPU indices of each group's first (prompt) segment (a copy)."""
+        return self._cu_groups.clone()
 
     @property
     def device(self) -> torch.device:
@@ -118,38 +135,58 @@ class Layout:
     def num_tokens(self) -> int:
         return int(self._cu_seqlens[-1])
 
-    @functools.cached_property
-    def _segment_lengths(self) -> list[int]:
-        return self._cu_seqlens.diff().tolist()
-
-    @functools.cached_property
+    @property
     def prompt_lengths(self) -> list[int]:
         """P_g per group."""
-        return [self._segment_lengths[s] for s in self._cu_groups[:-1].tolist()]
+        return list(self._prompt_lengths)
 
-    @functools.cached_property
+    @property
     def response_lengths(self) -> list[list[int]]:
         """R_g,i per group, in packing order."""
-        bounds = self._cu_groups.tolist()
-        return [self._segment_lengths[first + 1 : end] for first, end in itertools.pairwise(bounds)]
+        return [list(group) for group in self._response_lengths]
 
-    @functools.cached_property
+    @property
     def segment_ids(self) -> torch.Tensor:
         """(T,) int64: the segment (prompt or response, numbered in packed order) of each token."""
+        return self._segment_ids.clone()
+
+    @property
+    def group_ids(self) -> torch.Tensor:
+        """(T,) int64: the group of each token."""
+        return self._group_ids.clone()
+
+    @property
+    def position_ids(self) -> torch.Tensor:
+        """(T,) int64: prompt tokens 0..P_g-1; every response restarts at P_g (P_g..P_g+R-1),
+        so each response sees the positions it has in its own [prompt; response] sequence."""
+        return self._position_ids.clone()
+
+    @functools.cached_property
+    def _segment_lengths(self) -> tuple[int, ...]:
+        return tuple(self._cu_seqlens.diff().tolist())
+
+    @functools.cached_property
+    def _prompt_lengths(self) -> tuple[int, ...]:
+        return tuple(self._segment_lengths[s] for s in self._cu_groups[:-1].tolist())
+
+    @functools.cached_property
+    def _response_lengths(self) -> tuple[tuple[int, ...], ...]:
+        bounds = self._cu_groups.tolist()
+        return tuple(self._segment_lengths[first + 1 : end] for first, end in itertools.pairwise(bounds))
+
+    @functools.cached_property
+    def _segment_ids(self) -> torch.Tensor:
         lengths = self._cu_seqlens.diff().long()
         return torch.repeat_interleave(torch.arange(self.num_segments), lengths).to(self._device)
 
     @functools.cached_property
-    def group_ids(self) -> torch.Tensor:
-        """(T,) int64: the group of each token."""
+    def _group_ids(self) -> torch.Tensor:
         segments_per_group = self._cu_groups.diff().long()
         group_of_segment = torch.repeat_interleave(torch.arange(self.num_groups), segments_per_group)
-        return group_of_segment.to(self._device)[self.segment_ids]
+        return group_of_segment.to(self._device)[self._segment_ids]
 
     @functools.cached_property
-    def position_ids(self) -> torch.Tensor:
-        """(T,) int64: prompt tokens 0..P_g-1; every response restarts at P_g (P_g..P_g+R-1),
-        so each response sees the positions it has in its own [prompt; response] sequence."""
+    def _position_ids(self) -> torch.Tensor:
         segments_per_group = self._cu_groups.diff().long()
         segment_start = self._cu_seqlens[:-1].long()
         prompt_length = self._cu_seqlens.diff().long()[self._cu_groups[:-1].long()]
@@ -158,7 +195,7 @@ class Layout:
         # A segment's first token has position 0 (prompt) or P_g (response).
         first_position = torch.repeat_interleave(prompt_length, segments_per_group) * is_response
         offset = (first_position - segment_start).to(self._device)
-        return torch.arange(self.num_tokens, device=self._device) + offset[self.segment_ids]
+        return torch.arange(self.num_tokens, device=self._device) + offset[self._segment_ids]
 
     def __repr__(self) -> str:
         return (

@@ -1,7 +1,9 @@
 """dualkv.Layout: offsets, properties and per-token helpers against sums and loops over the
 lengths; validation errors name the argument."""
 
+import copy
 import itertools
+import pickle
 import re
 
 import pytest
@@ -127,3 +129,51 @@ def test_offsets_outside_int32_raise_value_error():
 def test_wrong_types_raise_type_error_naming_the_argument(build, argument):
     with pytest.raises(TypeError, match=f"^{argument}:"):
         build()
+
+
+def test_writes_to_returned_values_leave_the_layout_unchanged(make_qkv):
+    """Properties return copies: an in-place write cannot make attention and the cached
+    per-token helpers disagree about the layout."""
+    layout = dualkv.Layout.from_lengths(PROMPT_LENS, RESPONSE_LENS)
+    q, k, v = (t.detach() for t in make_qkv(layout.num_tokens, 2, 1, 8))
+    expected_out = dualkv.attention(q, k, v, layout)
+    _, _, expected_positions = per_token_loop(PROMPT_LENS, RESPONSE_LENS)
+
+    layout.cu_seqlens[1] = 3
+    layout.cu_groups[1] = 2
+    layout.position_ids[:] = 0
+    layout.segment_ids[:] = 0
+    layout.group_ids[:] = 0
+    layout.prompt_lengths[0] = 7
+    layout.response_lengths[0][0] = 7
+
+    assert layout.cu_seqlens.tolist() == expected_offsets(PROMPT_LENS, RESPONSE_LENS)[0]
+    assert layout.cu_groups.tolist() == expected_offsets(PROMPT_LENS, RESPONSE_LENS)[1]
+    assert layout.position_ids.tolist() == expected_positions
+    assert (layout.prompt_lengths, layout.response_lengths) == (PROMPT_LENS, RESPONSE_LENS)
+    assert torch.equal(dualkv.attention(q, k, v, layout), expected_out)
+
+
+def test_offsets_are_copied_from_the_callers_tensors():
+    cu_seqlens, cu_groups = (torch.tensor(x, dtype=torch.int32) for x in expected_offsets(PROMPT_LENS, RESPONSE_LENS))
+    layout = dualkv.Layout.from_offsets(cu_seqlens, cu_groups)
+    cu_seqlens[1] = 0
+    assert layout.prompt_lengths == PROMPT_LENS and layout.cu_seqlens[1] == PROMPT_LENS[0]
+
+
+@pytest.mark.parametrize("name", ["cu_seqlens", "position_ids", "prompt_lengths", "_cu_seqlens", "anything"])
+def test_attributes_cannot_be_set_or_deleted(name):
+    layout = dualkv.Layout.from_lengths(PROMPT_LENS, RESPONSE_LENS)
+    with pytest.raises(AttributeError, match="immutable"):
+        setattr(layout, name, None)
+    with pytest.raises(AttributeError, match="immutable"):
+        delattr(layout, name)
+
+
+def test_copy_and_pickle_round_trip():
+    layout = dualkv.Layout.from_lengths(PROMPT_LENS, RESPONSE_LENS, device="meta")
+    layout.position_ids  # noqa: B018  (fills a cache that the copies must not need)
+    for copied in (copy.deepcopy(layout), pickle.loads(pickle.dumps(layout))):
+        assert copied.cu_seqlens.tolist() == layout.cu_seqlens.tolist()
+        assert copied.cu_groups.tolist() == layout.cu_groups.tolist()
+        assert copied.device == layout.device
