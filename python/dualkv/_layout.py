@@ -161,6 +161,13 @@ class Layout:
         so each response sees the positions it has in its own [prompt; response] sequence."""
         return self._position_ids.clone()
 
+    def _position_ids_on(self, device: torch.device) -> torch.Tensor:
+        """The cached position ids on `device` (not a copy: for comparisons within the package)."""
+        cache = self.__dict__.setdefault("_position_ids_by_device", {})
+        if device not in cache:
+            cache[device] = self._position_ids.to(device)
+        return cache[device]
+
     @functools.cached_property
     def _segment_lengths(self) -> tuple[int, ...]:
         return tuple(self._cu_seqlens.diff().tolist())

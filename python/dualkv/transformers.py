@@ -12,17 +12,24 @@ runs a decoder on the packed batch. `dualkv_layout` travels to every attention l
 transformers' **kwargs plumbing. Norms, projections, MLPs, MoE routing and RoPE are per token, so
 only attention needs the layout; RoPE gets it through the restarted `position_ids`.
 
-No attention mask is built for "dualkv": transformers (5.x) builds a mask only for
-implementations registered in its AttentionMaskInterface, and returns None for the others; so
-"dualkv" is deliberately left out of that registry, and the layout is the mask.
+The layout is the mask, so none is built: "dualkv"'s entry in transformers' AttentionMaskInterface
+returns None. That entry is also where a caller's 2-D attention_mask arrives (transformers drops it
+before the attention function): one with a padding zero is refused, since the packed batch has no
+padding to mask. The position ids RoPE used are checked against the layout's once per forward pass:
+without them (or with the N-copy ones) every response would sit after all earlier responses.
+Under torch.compile neither value check runs (both need the values on the host).
 """
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 from transformers import AttentionInterface
+from transformers.masking_utils import AttentionMaskInterface
 
 from . import attention
+from ._layout import Layout
 
 __all__ = ["ATTENTION_NAME", "dualkv_attention_forward"]
 
@@ -49,6 +56,9 @@ def dualkv_attention_forward(
             "dualkv_layout: attn_implementation='dualkv' needs the packed layout; call "
             "model(input_ids=packed.input_ids, position_ids=packed.position_ids, dualkv_layout=packed.layout)"
         )
+    if not isinstance(dualkv_layout, Layout):
+        raise TypeError(f"dualkv_layout: expected a dualkv.Layout, got {type(dualkv_layout).__name__}")
+    _check_position_ids(kwargs.get("position_ids"), dualkv_layout)
     if attention_mask is not None:
         raise ValueError(
             "attention_mask: must be None with attn_implementation='dualkv' (the layout defines the mask); "
@@ -80,4 +90,49 @@ def dualkv_attention_forward(
     return out.unsqueeze(0), None
 
 
+# Per layout, the position_ids tensor (weakly) and its version last found equal to the layout's:
+# every layer of one forward pass gets the same tensor, so only the first layer compares values.
+_verified_position_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _check_position_ids(position_ids: torch.Tensor | None, layout: Layout) -> None:
+    if position_ids is None:
+        raise ValueError(
+            "position_ids: this model does not pass position ids to its attention layers, so dualkv cannot check "
+            "that its rotary embeddings used the layout's positions"
+        )
+    if torch.compiler.is_compiling():
+        return
+    verified = _verified_position_ids.get(layout)
+    if verified is not None and verified[0]() is position_ids and verified[1] == position_ids._version:
+        return
+    expected = layout._position_ids_on(position_ids.device)
+    flat = position_ids[0] if position_ids.dim() == 2 and position_ids.shape[0] == 1 else position_ids
+    if flat.shape != expected.shape or not torch.equal(flat, expected):
+        raise ValueError(
+            "position_ids: must be the packed layout's positions (prompt 0..P-1, every response restarting at P), "
+            f"i.e. model(..., position_ids=packed.position_ids); got {_first_difference(flat, expected)}"
+        )
+    _verified_position_ids[layout] = (weakref.ref(position_ids), position_ids._version)
+
+
+def _first_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
+    if got.shape != expected.shape:
+        return f"shape {tuple(got.shape)} for {expected.numel()} packed tokens"
+    token = int((got != expected).nonzero()[0, 0])
+    return f"position {int(got[token])} at packed token {token}, where the layout has {int(expected[token])}"
+
+
+def _refuse_padding_mask(*args, attention_mask: torch.Tensor | None = None, **kwargs) -> None:
+    """transformers' mask builder for "dualkv": attention_mask is the caller's 2-D padding mask
+    (as bool) or None. A packed batch has no padding, so only an all-true mask means anything."""
+    if attention_mask is not None and not torch.compiler.is_compiling() and not bool(attention_mask.all()):
+        raise ValueError(
+            "attention_mask: must be None (or all ones) with attn_implementation='dualkv': the packed layout "
+            "defines the mask and a packed batch has no padding; got a mask with zeros"
+        )
+    return None
+
+
 AttentionInterface.register(ATTENTION_NAME, dualkv_attention_forward)
+AttentionMaskInterface.register(ATTENTION_NAME, _refuse_padding_mask)
