@@ -222,7 +222,13 @@ def test_all_ones_2d_mask_changes_nothing():
 
 
 @pytest.mark.parametrize("document", QUICK_STARTS, ids=lambda path: path.name)
-def test_quick_start_runs_as_written(document):
+def test_quick_start_runs_as_written(document, capsys):
+    """The blocks run in order as one script, and print what their `# prints:` comments say, so a
+    newcomer can tell that it worked."""
     blocks = re.findall(r"```python\n(.*?)```", document.read_text(), flags=re.S)
     assert blocks, f"{document} has no python block"
-    exec(compile("\n".join(blocks), str(document), "exec"), {})
+    script = "\n".join(blocks)
+    exec(compile(script, str(document), "exec"), {})
+    expected = re.findall(r"^# prints: (.*)$", script, flags=re.M)
+    assert expected, f"{document} shows no output"
+    assert capsys.readouterr().out.splitlines() == expected

@@ -1,0 +1,32 @@
+"""What the README, the docs and pyproject.toml tell a newcomer agrees with the repository."""
+
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "pyproject.toml",
+             ROOT / "python" / "requirements-ci.txt"]
+# A repository path or glob: starts at a top-level folder, not inside a longer word, path or URL.
+REPOSITORY_PATH = re.compile(r"(?<![\w/.-])((?:python|scripts|docs|tests|tools|include|src|bench|cmake|\.ci)/[\w./*-]*[\w*])")
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_every_repository_path_named_exists(document):
+    missing = [path for path in REPOSITORY_PATH.findall(document.read_text()) if not any(ROOT.glob(path))]
+    assert not missing, f"{document.name} names paths that do not exist: {missing}"
+
+
+def test_one_cmake_minimum_everywhere():
+    cmake_lists = re.search(r"cmake_minimum_required\(VERSION ([\d.]+)\)", (ROOT / "CMakeLists.txt").read_text())
+    pyproject = re.search(r'cmake\.version = ">=([\d.]+)"', (ROOT / "pyproject.toml").read_text())
+    readme = re.search(r"CMake >= ([\d.]+)", (ROOT / "README.md").read_text())
+    assert cmake_lists[1] == pyproject[1] == readme[1]
+
+
+def test_cpu_wheel_command_installs_the_pinned_torch():
+    pinned = re.search(r"^torch==([\w.]+)$", (ROOT / "python" / "requirements-ci.txt").read_text(), flags=re.M)[1]
+    command = re.search(r"pip install torch==([\w.]+) --index-url https://download.pytorch.org/whl/cpu",
+                        (ROOT / "README.md").read_text())
+    assert command is not None and command[1] == pinned
