@@ -23,37 +23,52 @@ from . import _C
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
-def _as_int(value, name: str) -> int:
-    """An int from a Python or tensor integer; bools and floats are rejected, not truncated."""
+def _as_int32(value, name: str) -> int:
+    """An int from a Python, numpy or tensor integer; bools and floats are rejected, not truncated.
+    No length or offset can pass int32, and the C++ core cannot even receive one past int64, so
+    such a value is named here."""
     if isinstance(value, bool):
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
     try:
-        return operator.index(value)
+        result = operator.index(value)
     except TypeError:
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}") from None
+    if not _INT32_MIN <= result <= _INT32_MAX:
+        raise ValueError(f"{name}: must fit in int32 (token counts and offsets are int32), got {result}")
+    return result
 
 
 def _as_sequence(value, name: str) -> Sequence:
-    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, torch.Tensor)):
-        raise TypeError(f"{name}: expected a sequence, got {type(value).__name__}")
-    return value
+    """A list or tuple as it is; a tensor or numpy array of >= 1 dimensions as a list of its rows."""
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return value
+    if isinstance(value, torch.Tensor) or hasattr(value, "__array__"):
+        if getattr(value, "ndim", 0) >= 1:
+            return list(value)
+        raise TypeError(f"{name}: expected a sequence, got a 0-dimensional {type(value).__name__}")
+    raise TypeError(f"{name}: expected a sequence, got {type(value).__name__}")
 
 
 def _offsets_tensor(value, name: str) -> torch.Tensor:
-    """A 1-D int32 CPU tensor from a tensor or a sequence of ints, without silent wrap-around."""
+    """A 1-D int32 CPU tensor from a tensor or a sequence of ints, without silent wrap-around;
+    always a new tensor, never the caller's."""
     if isinstance(value, torch.Tensor):
         if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
             raise TypeError(f"{name}: expected an integer tensor, got dtype {value.dtype}")
         if value.dim() != 1:
             raise ValueError(f"{name}: expected a 1-D tensor, got {value.dim()} dimensions")
+        if value.device.type == "meta":
+            raise ValueError(f"{name}: a tensor on the meta device holds no values; pass the offsets themselves")
         values = value.detach().to("cpu", torch.int64)
-    else:
-        values = torch.tensor(
-            [_as_int(v, f"{name}[{i}]") for i, v in enumerate(_as_sequence(value, name))], dtype=torch.int64
-        )
-    if values.numel() and (values.min() < _INT32_MIN or values.max() > _INT32_MAX):
-        raise ValueError(f"{name}: offsets must fit in int32")
-    return values.to(torch.int32).contiguous()
+        outside = ((values < _INT32_MIN) | (values > _INT32_MAX)).nonzero()
+        if outside.numel():
+            index = int(outside[0])
+            raise ValueError(
+                f"{name}[{index}]: must fit in int32 (token counts and offsets are int32), got {int(values[index])}"
+            )
+        return values.to(torch.int32)
+    entries = [_as_int32(v, f"{name}[{i}]") for i, v in enumerate(_as_sequence(value, name))]
+    return torch.tensor(entries, dtype=torch.int32)
 
 
 class Layout:
@@ -84,13 +99,17 @@ class Layout:
         return Layout, (self._cu_seqlens, self._cu_groups, self._device)
 
     @classmethod
-    def from_lengths(cls, prompt_lens, response_lens, device: torch.device | str | None = None) -> Layout:
-        """prompt_lens: G ints (P_g >= 1); response_lens: G sequences of ints (N_g >= 1 responses,
-        each R >= 1). Groups are packed in order, each prompt followed by its responses."""
-        prompts = [_as_int(p, f"prompt_lens[{g}]") for g, p in enumerate(_as_sequence(prompt_lens, "prompt_lens"))]
+    def from_lengths(cls, prompt_lengths, response_lengths, device: torch.device | str | None = None) -> Layout:
+        """prompt_lengths: G ints (P_g >= 1); response_lengths: G sequences of ints (N_g >= 1
+        responses, each R >= 1). Lists, tuples, tensors and numpy arrays all work. Groups are
+        packed in order, each prompt followed by its responses."""
+        prompts = [
+            _as_int32(p, f"prompt_lengths[{g}]")
+            for g, p in enumerate(_as_sequence(prompt_lengths, "prompt_lengths"))
+        ]
         responses = [
-            [_as_int(r, f"response_lens[{g}][{i}]") for i, r in enumerate(_as_sequence(group, f"response_lens[{g}]"))]
-            for g, group in enumerate(_as_sequence(response_lens, "response_lens"))
+            [_as_int32(r, f"response_lengths[{g}][{i}]") for i, r in enumerate(_as_sequence(group, f"response_lengths[{g}]"))]
+            for g, group in enumerate(_as_sequence(response_lengths, "response_lengths"))
         ]
         cu_seqlens, cu_groups = _C.offsets_from_lengths(prompts, responses)
         return cls(cu_seqlens, cu_groups, device)

@@ -37,6 +37,10 @@ def names(argument):
         (lambda q, k, v: (q[:-1], k[:-1], v[:-1]), "q.tokens", "total_tokens"),
         (lambda q, k, v: (q, k, v[:, :1]), "v.heads", "k.heads"),
         (lambda q, k, v: (q, k[..., :4], v), "k.head_dim", "q.head_dim"),
+        # Empty tensors have null data pointers; the default scale of head_dim 0 is infinite.
+        (lambda q, k, v: (q[:0], k, v), "q.tokens", "total_tokens"),
+        (lambda q, k, v: (q[:, :0], k, v), "q.heads", ">= 1"),
+        (lambda q, k, v: (q[..., :0], k[..., :0], v[..., :0]), "q.head_dim", r"\[1, 256\]"),
     ],
     ids=[
         "q_2d",
@@ -48,6 +52,9 @@ def names(argument):
         "tokens_mismatch",
         "v_heads",
         "k_head_dim",
+        "q_no_tokens",
+        "q_no_heads",
+        "head_dim_0",
     ],
 )
 def test_bad_tensors_raise_value_error_naming_the_argument(change, argument, rule, qkv, layout):

@@ -6,6 +6,7 @@ import itertools
 import pickle
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -85,9 +86,10 @@ def test_to_device_moves_helpers_not_offsets():
         ([3, 2], [[1], [2, -1]], "response_lengths[1][1]"),
         ([3, 2], [[1]], "response_lengths"),
         ([], [], "prompt_lengths"),
-        ([2**31 - 2], [[2]], "response_lengths"),
+        ([2**31 - 2], [[2]], "response_lengths[0][0]"),
+        ([2**30, 2**30], [[1], [1]], "prompt_lengths[1]"),
     ],
-    ids=["empty_prompt", "no_response", "negative_response", "group_count", "no_group", "int32_overflow"],
+    ids=["empty_prompt", "no_response", "negative_response", "group_count", "no_group", "int32_overflow", "sum_overflow"],
 )
 def test_from_lengths_value_errors_name_the_argument(prompt_lens, response_lens, argument):
     with pytest.raises(ValueError, match=re.escape(f"invalid argument '{argument}'")):
@@ -109,22 +111,55 @@ def test_from_offsets_value_errors_name_the_argument(cu_seqlens, cu_groups, argu
         dualkv.Layout.from_offsets(cu_seqlens, cu_groups)
 
 
-def test_offsets_outside_int32_raise_value_error():
-    with pytest.raises(ValueError, match="^cu_seqlens: .*int32"):
-        dualkv.Layout.from_offsets(torch.tensor([0, 2, 2**31]), [0, 2])
+@pytest.mark.parametrize(
+    "build, argument",
+    [
+        (lambda: dualkv.Layout.from_offsets(torch.tensor([0, 2, 2**31]), [0, 2]), r"cu_seqlens\[2\]"),
+        (lambda: dualkv.Layout.from_offsets([0, 2, 2**64], [0, 2]), r"cu_seqlens\[2\]"),
+        (lambda: dualkv.Layout.from_lengths([2**63], [[1]]), r"prompt_lengths\[0\]"),
+        (lambda: dualkv.Layout.from_lengths([3], [[1, -(2**70)]]), r"response_lengths\[0\]\[1\]"),
+    ],
+    ids=["offset_tensor", "offset_past_int64", "length_past_int64", "negative_length_past_int64"],
+)
+def test_values_outside_int32_are_named(build, argument):
+    with pytest.raises(ValueError, match=f"^{argument}: must fit in int32"):
+        build()
+
+
+def test_offsets_on_the_meta_device_are_named():
+    with pytest.raises(ValueError, match="^cu_groups: a tensor on the meta device holds no values"):
+        dualkv.Layout.from_offsets([0, 3, 5], torch.tensor([0, 2], device="meta"))
+
+
+def test_numpy_lengths_and_offsets_are_accepted():
+    layout = dualkv.Layout.from_lengths(np.array(PROMPT_LENS), [np.array(r, dtype=np.int32) for r in RESPONSE_LENS])
+    assert (layout.prompt_lengths, layout.response_lengths) == (PROMPT_LENS, RESPONSE_LENS)
+    cu_seqlens, cu_groups = (np.array(x) for x in expected_offsets(PROMPT_LENS, RESPONSE_LENS))
+    assert dualkv.Layout.from_offsets(cu_seqlens, cu_groups).response_lengths == RESPONSE_LENS
 
 
 @pytest.mark.parametrize(
     "build, argument",
     [
-        (lambda: dualkv.Layout.from_lengths(3, [[1]]), "prompt_lens"),
-        (lambda: dualkv.Layout.from_lengths([3.0], [[1]]), r"prompt_lens\[0\]"),
-        (lambda: dualkv.Layout.from_lengths([3], [[True]]), r"response_lens\[0\]\[0\]"),
-        (lambda: dualkv.Layout.from_lengths([3], ["ab"]), r"response_lens\[0\]"),
+        (lambda: dualkv.Layout.from_lengths(3, [[1]]), "prompt_lengths"),
+        (lambda: dualkv.Layout.from_lengths(torch.tensor(3), [[1]]), "prompt_lengths"),
+        (lambda: dualkv.Layout.from_lengths([3.0], [[1]]), r"prompt_lengths\[0\]"),
+        (lambda: dualkv.Layout.from_lengths(np.array([3.0]), [[1]]), r"prompt_lengths\[0\]"),
+        (lambda: dualkv.Layout.from_lengths([3], [[True]]), r"response_lengths\[0\]\[0\]"),
+        (lambda: dualkv.Layout.from_lengths([3], ["ab"]), r"response_lengths\[0\]"),
         (lambda: dualkv.Layout.from_offsets([0, 1.5, 3], [0, 2]), r"cu_seqlens\[1\]"),
         (lambda: dualkv.Layout.from_offsets([0, 1, 3], torch.tensor([0.0, 2.0])), "cu_groups"),
     ],
-    ids=["prompt_not_sequence", "float_length", "bool_length", "string_group", "float_offset", "float_tensor"],
+    ids=[
+        "prompt_not_sequence",
+        "prompt_0d_tensor",
+        "float_length",
+        "float_numpy_length",
+        "bool_length",
+        "string_group",
+        "float_offset",
+        "float_tensor",
+    ],
 )
 def test_wrong_types_raise_type_error_naming_the_argument(build, argument):
     with pytest.raises(TypeError, match=f"^{argument}:"):
