@@ -73,3 +73,12 @@ def test_pip_build_configures_with_nvcc_and_no_gpu(tmp_path):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     cache = (build / "CMakeCache.txt").read_text()
     assert "CMAKE_CUDA_ARCHITECTURES:STRING=80;86;90" in cache
+
+
+def test_installed_package_holds_no_cpp_package():
+    """pip installs the extension only; the C++ package (component "cpp") stays out of site-packages."""
+    import dualkv
+
+    site = pathlib.Path(dualkv.__file__).parent.parent
+    assert not (site / "lib" / "cmake" / "dualkv").exists()
+    assert not (site / "include" / "dualkv").exists()

@@ -30,3 +30,12 @@ def test_cpu_wheel_command_installs_the_pinned_torch():
     command = re.search(r"pip install torch==([\w.]+) --index-url https://download.pytorch.org/whl/cpu",
                         (ROOT / "README.md").read_text())
     assert command is not None and command[1] == pinned
+
+
+def test_readme_cmake_lines_are_the_tested_consumers():
+    """tests/install_consumer builds against an installed dualkv with exactly these lines."""
+    block = re.search(r"```cmake\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    consumer = (ROOT / "tests" / "install_consumer" / "CMakeLists.txt").read_text().splitlines()
+    assert block is not None
+    for line in block[1].strip().splitlines():
+        assert line in consumer, f"README line not in the tested consumer: {line}"
