@@ -18,22 +18,28 @@ before the attention function): one with a padding zero is refused, since the pa
 padding to mask. The position ids RoPE used are checked against the layout's once per forward pass:
 without them (or with the N-copy ones) every response would sit after all earlier responses.
 Under torch.compile neither value check runs (both need the values on the host).
+
+On first use per device, dtype and head shape, the attention operator checks itself against the
+N-copy computation (`dualkv.check.check_attention`, a few milliseconds) and raises if it fails, so
+a broken build or driver cannot train silently. DUALKV_SELF_CHECK=0 turns that off.
 """
 
 from __future__ import annotations
 
+import os
 import weakref
 
 import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface
 
-from . import attention
+from . import attention, check
 from ._layout import Layout
 
-__all__ = ["ATTENTION_NAME", "dualkv_attention_forward"]
+__all__ = ["ATTENTION_NAME", "SELF_CHECK_VARIABLE", "dualkv_attention_forward"]
 
 ATTENTION_NAME = "dualkv"
+SELF_CHECK_VARIABLE = "DUALKV_SELF_CHECK"
 
 
 def dualkv_attention_forward(
@@ -87,7 +93,29 @@ def dualkv_attention_forward(
     out = attention(
         query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1), dualkv_layout, softmax_scale=scaling
     )
+    # After the call, so that arguments the operator refuses are reported as such, not as a failed check.
+    _self_check_once(query.device, query.dtype, query.shape[1], key.shape[1], query.shape[3])
     return out.unsqueeze(0), None
+
+
+# (device, dtype, heads, kv_heads, head_dim) whose self-check passed in this process.
+_self_checked: set = set()
+
+
+def _self_check_once(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int) -> None:
+    key = (device, dtype, heads, kv_heads, head_dim)
+    if key in _self_checked or os.environ.get(SELF_CHECK_VARIABLE, "1") == "0":
+        return
+    if torch.compiler.is_compiling() or device.type == "meta":  # no values to check
+        return
+    result = check.check_attention(device, dtype, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+    if not result.passed:
+        raise RuntimeError(
+            "dualkv: the attention operator failed its self-check on this machine, so its results cannot be "
+            f"trusted here:\n{result.report()}\nRun `python -m dualkv.check` to see the whole check, and report "
+            f"it with that output. {SELF_CHECK_VARIABLE}=0 skips the check."
+        )
+    _self_checked.add(key)
 
 
 # Per layout, the position_ids tensor (weakly) and its version last found equal to the layout's:
