@@ -104,11 +104,13 @@ class Layout:
         responses, each R >= 1). Lists, tuples, tensors and numpy arrays all work. Groups are
         packed in order, each prompt followed by its responses."""
         prompts = [
-            _as_int32(p, f"prompt_lengths[{g}]")
-            for g, p in enumerate(_as_sequence(prompt_lengths, "prompt_lengths"))
+            _as_int32(p, f"prompt_lengths[{g}]") for g, p in enumerate(_as_sequence(prompt_lengths, "prompt_lengths"))
         ]
         responses = [
-            [_as_int32(r, f"response_lengths[{g}][{i}]") for i, r in enumerate(_as_sequence(group, f"response_lengths[{g}]"))]
+            [
+                _as_int32(r, f"response_lengths[{g}][{i}]")
+                for i, r in enumerate(_as_sequence(group, f"response_lengths[{g}]"))
+            ]
             for g, group in enumerate(_as_sequence(response_lengths, "response_lengths"))
         ]
         cu_seqlens, cu_groups = _C.offsets_from_lengths(prompts, responses)

@@ -141,12 +141,12 @@ def check_model(device: torch.device | str | None = None, dtype: torch.dtype | N
         models = _model_triplet(AutoModelForCausalLM, Qwen3Config, device, dtype)
         exact = _ncopy_model_logprobs(models["reference"], prompts, responses, device)
         baseline = _ncopy_model_logprobs(models["ncopy"], prompts, responses, device)
-        inputs = dict(
-            input_ids=packed.input_ids.to(device),
-            position_ids=packed.position_ids.to(device),
-            dualkv_layout=packed.layout,
-            use_cache=False,
-        )
+        inputs = {
+            "input_ids": packed.input_ids.to(device),
+            "position_ids": packed.position_ids.to(device),
+            "dualkv_layout": packed.layout,
+            "use_cache": False,
+        }
         logits = models["packed"](**inputs).logits
         got = response_logprobs(logits, packed.to(device))[packed.response_mask.to(device)]
         for logprobs in (exact, baseline, got):

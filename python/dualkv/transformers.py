@@ -153,13 +153,13 @@ def _first_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
 
 def _refuse_padding_mask(*args, attention_mask: torch.Tensor | None = None, **kwargs) -> None:
     """transformers' mask builder for "dualkv": attention_mask is the caller's 2-D padding mask
-    (as bool) or None. A packed batch has no padding, so only an all-true mask means anything."""
+    (as bool) or None. A packed batch has no padding, so only an all-true mask means anything;
+    the mask it returns is None, since the layout is the mask."""
     if attention_mask is not None and not torch.compiler.is_compiling() and not bool(attention_mask.all()):
         raise ValueError(
             "attention_mask: must be None (or all ones) with attn_implementation='dualkv': the packed layout "
             "defines the mask and a packed batch has no padding; got a mask with zeros"
         )
-    return None
 
 
 AttentionInterface.register(ATTENTION_NAME, dualkv_attention_forward)

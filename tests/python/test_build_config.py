@@ -65,10 +65,20 @@ def test_pip_build_configures_with_nvcc_and_no_gpu(tmp_path):
     no_gpu = _fake_nvidia_smi(tmp_path, "", 9)
     build = tmp_path / "build"
     result = subprocess.run(
-        ["cmake", "-S", str(ROOT), "-B", str(build), *arguments, "-DDUALKV_ENABLE_CUDA=ON",
-         f"-DDUALKV_NVIDIA_SMI={no_gpu}", f"-DPython_EXECUTABLE={sys.executable}"],
+        [
+            "cmake",
+            "-S",
+            str(ROOT),
+            "-B",
+            str(build),
+            *arguments,
+            "-DDUALKV_ENABLE_CUDA=ON",
+            f"-DDUALKV_NVIDIA_SMI={no_gpu}",
+            f"-DPython_EXECUTABLE={sys.executable}",
+        ],
         capture_output=True,
         text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     cache = (build / "CMakeCache.txt").read_text()

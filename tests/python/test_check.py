@@ -17,7 +17,9 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not CUDA_USABLE,
 
 
 def _run_check(*arguments):
-    return subprocess.run([sys.executable, "-m", "dualkv.check", *arguments], capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "dualkv.check", *arguments], capture_output=True, text=True, check=False
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -59,9 +61,12 @@ def test_a_wrong_attention_fails_the_check(wrong):
 def _model_and_inputs():
     model, _ = model_pair("qwen3")
     packed = dualkv.pack(*rollouts(6, [(5, [3, 2]), (2, [4])]))
-    inputs = dict(
-        input_ids=packed.input_ids, position_ids=packed.position_ids, dualkv_layout=packed.layout, use_cache=False
-    )
+    inputs = {
+        "input_ids": packed.input_ids,
+        "position_ids": packed.position_ids,
+        "dualkv_layout": packed.layout,
+        "use_cache": False,
+    }
     return model, inputs
 
 
@@ -87,7 +92,7 @@ def test_first_use_checks_once_per_shape(fresh_process, monkeypatch):
     assert calls == [
         (
             (torch.device("cpu"), torch.float32),
-            dict(heads=config.num_attention_heads, kv_heads=config.num_key_value_heads, head_dim=config.head_dim),
+            {"heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads, "head_dim": config.head_dim},
         )
     ]
 

@@ -6,10 +6,16 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "pyproject.toml",
-             ROOT / "python" / "requirements-ci.txt"]
+DOCUMENTS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "pyproject.toml",
+    ROOT / "python" / "requirements-ci.txt",
+]
 # A repository path or glob: starts at a top-level folder, not inside a longer word, path or URL.
-REPOSITORY_PATH = re.compile(r"(?<![\w/.-])((?:python|scripts|docs|tests|tools|include|src|bench|cmake|\.ci)/[\w./*-]*[\w*])")
+REPOSITORY_PATH = re.compile(
+    r"(?<![\w/.-])((?:python|scripts|docs|tests|tools|include|src|bench|cmake|\.ci)/[\w./*-]*[\w*])"
+)
 
 
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
@@ -26,15 +32,19 @@ def test_one_cmake_minimum_everywhere():
 
 
 def test_cpu_wheel_command_installs_the_pinned_torch():
-    pinned = re.search(r"^torch==([\w.]+)$", (ROOT / "python" / "requirements-ci.txt").read_text(), flags=re.M)[1]
-    command = re.search(r"pip install torch==([\w.]+) --index-url https://download.pytorch.org/whl/cpu",
-                        (ROOT / "README.md").read_text())
+    pinned = re.search(r"^torch==([\w.]+)$", (ROOT / "python" / "requirements-ci.txt").read_text(), flags=re.MULTILINE)[
+        1
+    ]
+    command = re.search(
+        r"pip install torch==([\w.]+) --index-url https://download.pytorch.org/whl/cpu",
+        (ROOT / "README.md").read_text(),
+    )
     assert command is not None and command[1] == pinned
 
 
 def test_readme_cmake_lines_are_the_tested_consumers():
     """tests/install_consumer builds against an installed dualkv with exactly these lines."""
-    block = re.search(r"```cmake\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    block = re.search(r"```cmake\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.DOTALL)
     consumer = (ROOT / "tests" / "install_consumer" / "CMakeLists.txt").read_text().splitlines()
     assert block is not None
     for line in block[1].strip().splitlines():

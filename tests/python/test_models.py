@@ -229,6 +229,6 @@ def test_quick_start_runs_as_written(document, capsys):
     assert blocks, f"{document} has no python block"
     script = "\n".join(blocks)
     exec(compile(script, str(document), "exec"), {})
-    expected = re.findall(r"^# prints: (.*)$", script, flags=re.M)
+    expected = re.findall(r"^# prints: (.*)$", script, flags=re.MULTILINE)
     assert expected, f"{document} shows no output"
     assert capsys.readouterr().out.splitlines() == expected

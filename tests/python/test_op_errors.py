@@ -150,7 +150,8 @@ def test_forward_with_one_meta_argument_is_an_error_not_uninitialised_memory(on_
 def test_backward_with_one_meta_argument_is_an_error_not_uninitialised_memory(on_meta, qkv, layout):
     q, k, v = qkv
     out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.cu_groups, None, False)
-    arguments = dict(dout=out, q=q, k=k, v=v, out=out, lse=lse, cu_seqlens=layout.cu_seqlens, cu_groups=layout.cu_groups)
+    names_in_order = ("dout", "q", "k", "v", "out", "lse", "cu_seqlens", "cu_groups")
+    arguments = dict(zip(names_in_order, (out, q, k, v, out, lse, layout.cu_seqlens, layout.cu_groups)))
     arguments[on_meta] = arguments[on_meta].to("meta")
     with pytest.raises(ValueError, match=names(on_meta if on_meta == "cu_seqlens" else f"{on_meta}.device")):
         torch.ops.dualkv.attention_backward(*arguments.values(), None, False)

@@ -89,7 +89,15 @@ def test_to_device_moves_helpers_not_offsets():
         ([2**31 - 2], [[2]], "response_lengths[0][0]"),
         ([2**30, 2**30], [[1], [1]], "prompt_lengths[1]"),
     ],
-    ids=["empty_prompt", "no_response", "negative_response", "group_count", "no_group", "int32_overflow", "sum_overflow"],
+    ids=[
+        "empty_prompt",
+        "no_response",
+        "negative_response",
+        "group_count",
+        "no_group",
+        "int32_overflow",
+        "sum_overflow",
+    ],
 )
 def test_from_lengths_value_errors_name_the_argument(prompt_lens, response_lens, argument):
     with pytest.raises(ValueError, match=re.escape(f"invalid argument '{argument}'")):
