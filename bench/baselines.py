@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The four baselines of design section 4, timed in one process on one GPU.
+"""The baselines of design section 4, timed in one process on one GPU.
 
   python3 bench/baselines.py [--configs all|NxP,...] [--dtype fp16|bf16|both] [--json PATH]
                              [--max-repeats 10] [--min-repeats 3] [--budget-s 3]
@@ -15,8 +15,20 @@ Baselines (design section 4, built exactly as described there):
   flex_packed    torch.compile(flex_attention) on the packed stream (1, H, P+NR, d), enable_gqa, with
                  mask_mod (q >= k) & ((k < P) | ((q - P) // R == (k - P) // R)) via create_block_mask
                  (built before timing).
+  cudnn_composition  three ordinary attention calls on slices of the packed stream, no K/V copies,
+                 through torch.ops.aten._scaled_dot_product_cudnn_attention(compute_log_sumexp=True)
+                 and its _backward op, GQA native (K/V keep their Hk heads): A1 the prompt, causal;
+                 A2 all N*R response rows against the prompt keys, non-causal; B each response causal
+                 on itself (N sequences of R). A2 and B are merged per row by their LSEs; each piece's
+                 backward gets the merged O and LSE with the same dO; response dQ = A2's + B's, prompt
+                 dK/dV = A1's + A2's. The merge and the sums (one fused torch.compile kernel each) are
+                 timed in the forward and the backward.
+  fa4_composition  the same composition through FlashAttention-4's varlen forward and backward
+                 (flash_attn.cute, PyPI flash-attn-4; bench/install_fa4_wheels.sh installs it offline).
+                 Where it cannot be imported it is reported as "not installed", with the reason.
 First, on a small case, every baseline's packed O, dQ, dK and dV are checked against an fp32
-masked-attention reference (and so against each other); the script stops if one disagrees.
+masked-attention reference (and so against each other); the script stops if one disagrees. A
+baseline that raises there is reported as failed, with the error, and not timed.
 Timing: torch.cuda.Event around each forward and each backward; the first forward+backward is the
 warm-up (compilation included) and the peak-memory run (torch.cuda.max_memory_allocated, counting
 the packed inputs and the baseline's own copied layout); then min..max repeats, as many as the
@@ -28,6 +40,8 @@ import gc
 import json
 import statistics
 import sys
+import traceback
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -243,7 +257,178 @@ class FlexPacked:
         return (packed_rows(out.detach()),) + tuple(packed_rows(g) for g in grads)
 
 
-BASELINES = [Fa2NCopy, CudnnNCopy, Fa2VarlenCopiedKv, FlexPacked]
+class Piece(NamedTuple):
+    """One ordinary attention call of a composition: which packed rows it reads as queries and as
+    keys/values, split into `segments` equal-length sequences on both sides."""
+    queries: slice
+    keys: slice
+    segments: int
+    causal: bool
+
+    def length(self, rows):
+        return (rows.stop - rows.start) // self.segments
+
+
+def _merge_states(o_prompt, o_cross, lse_cross, o_own, lse_own):
+    """Packed O and the response rows' merged LSE (H, N*R): A1's rows as they are, then A2's and B's
+    states merged per row (weights exp(lse_piece - lse), fp32, one rounding)."""
+    lse = torch.logaddexp(lse_cross, lse_own)
+
+    def weight(lse_piece):  # (H, rows) -> (rows, H, 1), matching O's (rows, H, d)
+        return torch.exp(lse_piece - lse).t().unsqueeze(-1)
+
+    o_responses = weight(lse_cross) * o_cross.float() + weight(lse_own) * o_own.float()
+    return torch.cat([o_prompt, o_responses.to(o_prompt.dtype)]), lse
+
+
+def _sum_gradients(prompt, cross, own):
+    """Packed dQ, dK, dV from the three pieces' (dq, dk, dv): response dQ = A2's + B's, prompt
+    dK/dV = A1's + A2's (added in fp32, one rounding)."""
+    (dq_prompt, dk_prompt, dv_prompt), (dq_cross, dk_cross, dv_cross), (dq_own, dk_own, dv_own) = prompt, cross, own
+
+    def add(a, b):
+        return (a.float() + b.float()).to(a.dtype)
+
+    return (torch.cat([dq_prompt, add(dq_cross, dq_own)]), torch.cat([add(dk_prompt, dk_cross), dk_own]),
+            torch.cat([add(dv_prompt, dv_cross), dv_own]))
+
+
+# Compiled, the merge and the sums are one fused pass each, as a user composing kernels would write
+# them; eager, every step would be its own pass over fp32 temporaries the size of the responses' O.
+_compiled_merge = torch.compile(_merge_states, dynamic=False)
+_compiled_sum = torch.compile(_sum_gradients, dynamic=False)
+
+
+class Composition:
+    """Design section 4's composition of ordinary attention calls, exact. Subclasses run one piece:
+    attend(i) -> (O rows (rows, H, d), LSE (H, rows) fp32, what its backward needs) and
+    attend_backward(i, O rows, dO rows, LSE, saved) -> (dq, dk, dv) in packed rows."""
+
+    def __init__(self, problem):
+        p, prompt, responses = problem, slice(0, problem.p), slice(problem.p, problem.tokens)
+        self.problem = p
+        self.pieces = (Piece(prompt, prompt, 1, True),  # A1: the prompt, causal
+                       Piece(responses, prompt, 1, False),  # A2: every response row against the prompt
+                       Piece(responses, responses, p.n, True))  # B: each response causal on itself
+
+    def pairs(self):
+        return self.problem.dedup_pairs()
+
+    def forward(self):
+        (o_prompt, lse_prompt, saved_prompt), (o_cross, lse_cross, saved_cross), (o_own, lse_own, saved_own) = [
+            self.attend(i) for i in range(3)]
+        out, lse = _compiled_merge(o_prompt, o_cross, lse_cross, o_own, lse_own)
+        # A2's and B's backward get the merged LSE: with the merged O it gives each its exact share of dS.
+        return out, (lse_prompt, lse, lse), (saved_prompt, saved_cross, saved_own)
+
+    def backward(self, state):
+        out, lses, saved = state
+        dout = self.problem.dout
+        grads = [self.attend_backward(i, out[piece.queries], dout[piece.queries], lses[i], saved[i])
+                 for i, piece in enumerate(self.pieces)]
+        return _compiled_sum(*grads)
+
+    def packed(self, state, grads):
+        return (state[0].float(),) + tuple(g.float() for g in grads)
+
+
+def heads_first(rows, segments):
+    """(rows, heads, d) -> (segments, heads, rows / segments, d), the layout cuDNN's SDPA takes; a view."""
+    return rows.view(segments, -1, *rows.shape[1:]).transpose(1, 2)
+
+
+def rows_first(x):
+    """(segments, heads, length, d) -> (segments * length, heads, d); a view for the layouts cuDNN writes."""
+    return x.transpose(1, 2).reshape(-1, x.shape[1], x.shape[3])
+
+
+class CudnnComposition(Composition):
+    name = "cudnn_composition"
+
+    def inputs(self, i):
+        piece, p = self.pieces[i], self.problem
+        return (heads_first(p.q[piece.queries], piece.segments), heads_first(p.k[piece.keys], piece.segments),
+                heads_first(p.v[piece.keys], piece.segments))
+
+    def attend(self, i):
+        piece, heads = self.pieces[i], self.problem.heads
+        out, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = torch.ops.aten._scaled_dot_product_cudnn_attention(
+            *self.inputs(i), None, True, 0.0, piece.causal, False, scale=self.problem.scale)
+        lse_rows = lse.reshape(piece.segments, heads, -1).transpose(0, 1).reshape(heads, -1)
+        return rows_first(out), lse_rows, (lse.shape, cum_q, cum_k, max_q, max_k, seed, offset)
+
+    def attend_backward(self, i, out, dout, lse, saved):
+        piece, heads = self.pieces[i], self.problem.heads
+        lse_shape, cum_q, cum_k, max_q, max_k, seed, offset = saved
+        # cuDNN reads the stats with the strides it is handed: give them the layout its forward wrote.
+        lse = lse.view(heads, piece.segments, -1).transpose(0, 1).contiguous().view(lse_shape)
+        grads = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
+            heads_first(dout, piece.segments), *self.inputs(i), heads_first(out, piece.segments), lse, seed, offset,
+            None, cum_q, cum_k, max_q, max_k, 0.0, piece.causal, scale=self.problem.scale)
+        return tuple(rows_first(g) for g in grads)
+
+
+_fa4 = None
+
+
+def load_fa4():
+    """FlashAttention-4's varlen forward and backward: (functions, None), or (None, why not)."""
+    global _fa4
+    if _fa4 is None:
+        try:
+            # The functions FA4's own autograd wraps: the public flash_attn_varlen_func cannot run a
+            # backward on an O and LSE it did not compute itself (the merged ones).
+            from flash_attn.cute.interface import _flash_attn_bwd, _flash_attn_fwd
+            _fa4 = (_flash_attn_fwd, _flash_attn_bwd), None
+        except Exception as error:  # noqa: BLE001 - ImportError, or the CuTe DSL failing to load
+            status = "not installed" if isinstance(error, ImportError) else "unavailable"
+            _fa4 = None, (status, f"flash_attn.cute: {type(error).__name__}: {error}")
+    return _fa4
+
+
+class Fa4Composition(Composition):
+    name = "fa4_composition"
+
+    def __init__(self, problem):
+        super().__init__(problem)
+        (self.fa4_forward, self.fa4_backward), _ = load_fa4()
+
+        def varlen(piece):  # FA4's packed (rows, heads, d) layout takes the pieces as plain slices
+            def offsets(rows):
+                segment_starts = torch.arange(piece.segments + 1, device=problem.q.device, dtype=torch.int32)
+                return segment_starts * piece.length(rows)
+
+            return dict(cu_seqlens_q=offsets(piece.queries), cu_seqlens_k=offsets(piece.keys),
+                        max_seqlen_q=piece.length(piece.queries), max_seqlen_k=piece.length(piece.keys))
+
+        self.varlen = [varlen(piece) for piece in self.pieces]
+
+    @staticmethod
+    def unavailable():  # see unavailable() below
+        return load_fa4()[1]
+
+    def inputs(self, i):
+        piece, p = self.pieces[i], self.problem
+        return p.q[piece.queries], p.k[piece.keys], p.v[piece.keys]
+
+    def attend(self, i):
+        out, lse, *_ = self.fa4_forward(*self.inputs(i), softmax_scale=self.problem.scale,
+                                        causal=self.pieces[i].causal, return_lse=True, **self.varlen[i])
+        return out, lse, None
+
+    def attend_backward(self, i, out, dout, lse, saved):
+        return self.fa4_backward(*self.inputs(i), out, dout, lse, self.problem.scale, self.pieces[i].causal,
+                                 **self.varlen[i])
+
+
+BASELINES = [Fa2NCopy, CudnnNCopy, Fa2VarlenCopiedKv, FlexPacked, CudnnComposition, Fa4Composition]
+
+
+def unavailable(baseline_type):
+    """(status, reason) when a baseline cannot run in this process (a package it needs is
+    missing), else None."""
+    check = getattr(baseline_type, "unavailable", None)
+    return check() if check else None
 
 
 def masked_reference(problem):
@@ -264,16 +449,23 @@ def masked_reference(problem):
     return (out.detach(),) + grads
 
 
-def check_agreement(dtype):
-    """Every baseline against the fp32 reference on a small case; returns relative max errors."""
+def check_agreement(dtype, baseline_types):
+    """Each baseline against the fp32 reference on a small case. Returns (all agree, relative max
+    errors by baseline, {name: error message} of the baselines that raised instead)."""
     problem = Problem(n=3, p=200, r=56, heads=8, kv_heads=2, head_dim=HEAD_DIM, dtype=dtype, seed=1)
     reference = masked_reference(problem)
     tolerance = 8 * torch.finfo(dtype).eps
-    errors, ok = {}, True
-    for baseline_type in BASELINES:
-        baseline = baseline_type(problem)
-        state = baseline.forward()
-        result = baseline.packed(state, baseline.backward(state))
+    errors, failures, ok = {}, {}, True
+    for baseline_type in baseline_types:
+        try:
+            baseline = baseline_type(problem)
+            state = baseline.forward()
+            result = baseline.packed(state, baseline.backward(state))
+        except Exception as error:  # noqa: BLE001 - reported with its traceback; the others still run
+            traceback.print_exc()
+            failures[baseline_type.name] = f"{type(error).__name__}: {error}"
+            print(f"FAILED: {baseline_type.name}: {failures[baseline_type.name]}", flush=True)
+            continue
         errors[baseline.name] = {}
         for name, got, want in zip(("out", "dq", "dk", "dv"), result, reference):
             error = ((got - want).abs().max() / want.abs().max()).item()
@@ -281,7 +473,7 @@ def check_agreement(dtype):
             if not error <= tolerance:
                 ok = False
                 print(f"DISAGREES: {baseline.name} {name} relative max error {error:.3e} > {tolerance:.3e}")
-    return ok, errors
+    return ok, errors, failures
 
 
 def is_out_of_memory(error):
@@ -339,10 +531,21 @@ def main():
 
     dtypes = list(DTYPES) if args.dtype == "both" else [args.dtype]
     selected = [b for b in BASELINES if b.name in args.baselines.split(",")]
-    report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "agreement": {}, "results": []}
+    report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "agreement": {}, "skipped": {},
+              "results": []}
+    # Per dtype, {name: {"status", "reason"}} of the selected baselines that are not timed.
+    skipped = {dtype_name: {} for dtype_name in dtypes}
+    for baseline_type in selected:
+        if (missing := unavailable(baseline_type)) is not None:
+            print(f"{baseline_type.name} skipped: {missing[1]}", flush=True)
+            for dtype_name in dtypes:
+                skipped[dtype_name][baseline_type.name] = {"status": missing[0], "reason": missing[1]}
     for dtype_name in dtypes:
-        ok, errors = check_agreement(DTYPES[dtype_name])
+        ok, errors, failures = check_agreement(
+            DTYPES[dtype_name], [b for b in selected if b.name not in skipped[dtype_name]])
+        skipped[dtype_name].update({name: {"status": "failed", "reason": why} for name, why in failures.items()})
         report["agreement"][dtype_name] = errors
+        report["skipped"][dtype_name] = skipped[dtype_name]
         print(f"agreement {dtype_name}: " + ", ".join(
             f"{b} {max(e.values()):.2e}" for b, e in errors.items()), flush=True)
         if not ok:
@@ -354,7 +557,11 @@ def main():
             problem = Problem(n, p, RESPONSE, HEADS, KV_HEADS, HEAD_DIM, DTYPES[dtype_name])
             for baseline_type in selected:
                 entry = {"config": f"N{n}_P{p}", "dtype": dtype_name, "baseline": baseline_type.name,
-                         "N": n, "P": p, "R": RESPONSE}
+                         "N": n, "P": p, "R": RESPONSE, "H": HEADS, "Hk": KV_HEADS, "d": HEAD_DIM}
+                if baseline_type.name in skipped[dtype_name]:
+                    entry.update(skipped[dtype_name][baseline_type.name])
+                    report["results"].append(entry)
+                    continue
                 try:
                     entry.update(measure(baseline_type, problem, args))
                 except Exception as error:  # noqa: BLE001 - OOM is expected at the largest shapes
@@ -365,11 +572,11 @@ def main():
                 torch.cuda.empty_cache()
                 report["results"].append(entry)
                 if entry["status"] == "ok":
-                    print(f"{entry['config']:>12} {dtype_name} {entry['baseline']:>14}: fwd {entry['forward_ms']:9.2f} ms"
+                    print(f"{entry['config']:>12} {dtype_name} {entry['baseline']:>17}: fwd {entry['forward_ms']:9.2f} ms"
                           f"  bwd {entry['backward_ms']:9.2f} ms  peak {entry['peak_bytes'] / 2**30:6.1f} GiB"
                           f"  ({entry['repeats']} runs)", flush=True)
                 else:
-                    print(f"{entry['config']:>12} {dtype_name} {entry['baseline']:>14}: OOM", flush=True)
+                    print(f"{entry['config']:>12} {dtype_name} {entry['baseline']:>17}: OOM", flush=True)
             del problem
             gc.collect()
             torch.cuda.empty_cache()

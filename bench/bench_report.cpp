@@ -40,10 +40,12 @@ void print_table(std::ostream& out, const std::vector<BenchResult>& results) {
   for (const BenchResult& r : results) print_row(out, r);
 }
 
-void write_json(const std::string& path, const std::string& device_name, const std::vector<BenchResult>& results) {
+void write_json(const std::string& path, const std::string& device_name, const std::string& kernel_family,
+                const std::vector<BenchResult>& results) {
   std::ofstream file(path);
   if (!file) throw std::runtime_error("cannot write " + path);
-  file << "{\n  \"device\": \"" << device_name << "\",\n  \"results\": [\n";
+  file << "{\n  \"device\": \"" << device_name << "\",\n  \"kernel_family\": \"" << kernel_family
+       << "\",\n  \"results\": [\n";
   for (size_t i = 0; i < results.size(); ++i) {
     const BenchResult& r = results[i];
     file << "    {\"config\": \"" << r.config.name() << "\", \"dtype\": \"" << dtype_name(r.dtype)

@@ -39,14 +39,16 @@ View token_head_view(void* data, DType dtype, int64_t tokens, int64_t heads, int
 }
 
 // Every tensor of one forward + backward, contiguous, inputs random; the parameters of both
-// passes carry the run's shared-memory cap.
+// passes carry the run's shared-memory cap, and the forward's its kernel family (the backward
+// has the portable family only).
 class TensorSet {
  public:
-  TensorSet(const BenchConfig& config, DType dtype, int64_t tokens, uint64_t seed, size_t max_shared_memory_per_block)
+  TensorSet(const BenchConfig& config, DType dtype, int64_t tokens, uint64_t seed, const RunOptions& options)
       : config_(config),
         dtype_(dtype),
         tokens_(tokens),
-        max_shared_memory_per_block_(max_shared_memory_per_block),
+        max_shared_memory_per_block_(options.max_shared_memory_per_block),
+        kernel_family_(options.kernel_family),
         q_(kCuda, dtype, query_elements()),
         k_(kCuda, dtype, kv_elements()),
         v_(kCuda, dtype, kv_elements()),
@@ -71,6 +73,7 @@ class TensorSet {
     params.lse = lse_output();
     params.softmax_scale = default_softmax_scale(config_.head_dim);
     params.options.max_shared_memory_per_block = max_shared_memory_per_block_;
+    params.options.kernel_family = kernel_family_;
     return params;
   }
 
@@ -117,6 +120,7 @@ class TensorSet {
   DType dtype_;
   int64_t tokens_;
   size_t max_shared_memory_per_block_;
+  KernelFamily kernel_family_;
   tools::DeviceBuffer q_, k_, v_, out_, dout_, dq_, dk_, dv_, lse_;
 };
 
@@ -152,13 +156,13 @@ struct Pass {
 
 // Loads every kernel this configuration uses (modules load lazily at first launch, and their
 // memory must not count as the measured region's) on a small batch of the same heads and dtype.
-void load_kernels(const BenchConfig& config, DType dtype, size_t max_shared_memory_per_block) {
+void load_kernels(const BenchConfig& config, DType dtype, const RunOptions& options) {
   BenchConfig small = config;
   small.prompt = 256;
   small.responses = 2;
   small.response = 64;
   const Layout layout = small.layout();
-  const TensorSet set(small, dtype, layout.total_tokens(), 0, max_shared_memory_per_block);
+  const TensorSet set(small, dtype, layout.total_tokens(), 0, options);
   const tools::Workspace workspace(kCuda, std::max(forward_workspace_bytes(layout, set.forward_params()),
                                                    backward_workspace_bytes(layout, set.backward_params())));
   const Pass pass{layout, workspace};
@@ -182,13 +186,13 @@ BenchResult run_config(const BenchConfig& config, DType dtype, const RunOptions&
   const Layout layout = config.layout();
   const int64_t tokens = layout.total_tokens();
   result.tensor_bytes = tensor_bytes(config, tokens);
-  load_kernels(config, dtype, options.max_shared_memory_per_block);
+  load_kernels(config, dtype, options);
 
   // Peak memory of one forward + backward with one input set and one shared workspace (the two
   // passes run one after the other, so a caller reuses the same scratch).
   MemoryHighWater memory;
   std::vector<std::unique_ptr<TensorSet>> sets;
-  sets.push_back(std::make_unique<TensorSet>(config, dtype, tokens, 1, options.max_shared_memory_per_block));
+  sets.push_back(std::make_unique<TensorSet>(config, dtype, tokens, 1, options));
   memory.sample();
   const tools::Workspace workspace(kCuda, std::max(forward_workspace_bytes(layout, sets[0]->forward_params()),
                                                    backward_workspace_bytes(layout, sets[0]->backward_params())));
@@ -206,8 +210,7 @@ BenchResult run_config(const BenchConfig& config, DType dtype, const RunOptions&
   const size_t set_bytes = result.tensor_bytes + static_cast<size_t>(config.heads * tokens) * sizeof(float);
   while (static_cast<int>(sets.size()) < kMaxInputSets &&
          static_cast<double>(free_device_bytes()) > kRotationHeadroom * static_cast<double>(set_bytes)) {
-    sets.push_back(
-        std::make_unique<TensorSet>(config, dtype, tokens, sets.size() + 1, options.max_shared_memory_per_block));
+    sets.push_back(std::make_unique<TensorSet>(config, dtype, tokens, sets.size() + 1, options));
   }
   result.input_sets = static_cast<int>(sets.size());
 

@@ -12,7 +12,8 @@ namespace dualkv::bench {
 struct RunOptions {
   int warmups = 2;
   int repeats = 10;
-  size_t max_shared_memory_per_block = 0;  // ExecutionOptions' cap of every call; 0 = the device's
+  size_t max_shared_memory_per_block = 0;            // ExecutionOptions' cap of every call; 0 = the device's
+  KernelFamily kernel_family = KernelFamily::kAuto;  // of the forward (the backward is portable only)
 };
 
 struct BenchResult {

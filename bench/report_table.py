@@ -1,54 +1,88 @@
 #!/usr/bin/env python3
-"""One table from dualkv_bench's and baselines.py's JSON files (same device run).
+"""One table from dualkv_bench's JSON files and baselines.py's JSON file (one device run).
 
-  python3 bench/report_table.py DUALKV_JSON BASELINES_JSON
+  python3 bench/report_table.py DUALKV_JSON [DUALKV_JSON ...] BASELINES_JSON
 
-Per configuration and dtype: dualkv forward/backward ms, TFLOP/s (deduplicated FLOPs), peak GiB
-and peak over the bytes of Q, K, V, O, dO, dQ, dK, dV; then each baseline's forward+backward ms
-and dualkv's speedup over it (baseline f+b time / dualkv f+b time).
+Each dualkv JSON is one kernel family, labelled by its top-level "kernel_family" ("dualkv" where
+it has none). Per configuration and dtype, one line per method (every dualkv family, then every
+baseline): forward ms and TFLOP/s, backward ms and TFLOP/s, forward+backward ms, peak GiB (each
+program's own measure: dualkv_bench the device's high-water mark, baselines.py torch's allocator).
+TFLOP/s count design section 4's useful FLOPs for every method, also for baselines that compute
+more (the N-copy ones): forward 4 d H pairs, backward 2.5x, with
+pairs = P(P+1)/2 + N(RP + R(R+1)/2).
+Each dualkv line ends with its speedup over the fastest composition (cudnn_composition,
+fa4_composition) in forward / backward / forward+backward, each against the composition fastest
+at that measure: composition ms / dualkv ms, so above 1 means dualkv is faster.
 """
 import json
 import sys
 
 GIB = 2 ** 30
+BACKWARD_FLOP_RATIO = 2.5
+COMPOSITIONS = ("cudnn_composition", "fa4_composition")
+DTYPE_SHORT = {"float16": "fp16", "bfloat16": "bf16"}
+MEASURES = ("forward_ms", "backward_ms", "fb_ms")
+
+
+def forward_flops(entry):
+    n, p, r = entry["N"], entry["P"], entry["R"]
+    pairs = p * (p + 1) // 2 + n * (r * p + r * (r + 1) // 2)
+    return 4 * entry["d"] * entry["H"] * pairs
+
+
+def collect(dualkv_reports, baselines_report):
+    """{(config, dtype): {method: entry}}, every entry with "status" ("ok" when timed) and fb_ms."""
+    groups = {}
+    for path, report in dualkv_reports:
+        family = report.get("kernel_family")
+        label = f"dualkv {family}" if family else "dualkv"
+        for entry in report["results"]:
+            group = groups.setdefault((entry["config"], DTYPE_SHORT.get(entry["dtype"], entry["dtype"])), {})
+            name = label if label not in group else f"{label} ({path})"
+            group[name] = dict(entry, status=entry.get("failure", "ok"))
+            if "forward_ms" in entry:
+                group[name]["fb_ms"] = entry["forward_ms"] + entry["backward_ms"]
+    for entry in baselines_report["results"]:
+        groups.setdefault((entry["config"], entry["dtype"]), {})[entry["baseline"]] = entry
+    return groups
+
+
+def method_line(name, entry, flops):
+    if entry["status"] != "ok":
+        reason = entry.get("reason", "")
+        return f"  {name:<24} {entry['status']}" + (f" ({reason[:90]})" if reason else "")
+    forward, backward = entry["forward_ms"], entry["backward_ms"]
+    forward_tflops, backward_tflops = flops / forward / 1e9, BACKWARD_FLOP_RATIO * flops / backward / 1e9
+    return (f"  {name:<24} {forward:9.2f} {forward_tflops:8.1f} {backward:9.2f} {backward_tflops:8.1f} "
+            f"{entry['fb_ms']:9.2f} {entry['peak_bytes'] / GIB:8.2f}")
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
-    with open(sys.argv[1]) as f:
-        ours = json.load(f)
-    with open(sys.argv[2]) as f:
-        theirs = json.load(f)
-    baselines = list(dict.fromkeys(entry["baseline"] for entry in theirs["results"]))
-    by_key = {(e["config"], e["dtype"], e["baseline"]): e for e in theirs["results"]}
-    dtype_short = {"float16": "fp16", "bfloat16": "bf16"}
+    dualkv_reports = []
+    for path in sys.argv[1:-1]:
+        with open(path) as f:
+            dualkv_reports.append((path, json.load(f)))
+    with open(sys.argv[-1]) as f:
+        baselines_report = json.load(f)
 
-    header = f"{'config':<12} {'dtype':<5} {'fwd ms':>8} {'bwd ms':>8} {'fwd TF/s':>8} {'bwd TF/s':>8} " \
-             f"{'peak GiB':>8} {'peak/T':>6}"
-    header += "".join(f" | {name + ' f+b ms':>22} {'speedup':>7}" for name in baselines)
-    print(f"dualkv on {ours['device']}; baselines on {theirs['device']} (torch {theirs['torch']})")
-    print(header)
-    for r in ours["results"]:
-        dtype = dtype_short.get(r["dtype"], r["dtype"])
-        if "failure" in r:
-            line = f"{r['config']:<12} {dtype:<5} {r['failure']:>60}"
-            ours_fb = None
-        else:
-            ours_fb = r["forward_ms"] + r["backward_ms"]
-            line = (f"{r['config']:<12} {dtype:<5} {r['forward_ms']:8.2f} {r['backward_ms']:8.2f} "
-                    f"{r['forward_tflops']:8.1f} {r['backward_tflops']:8.1f} {r['peak_bytes'] / GIB:8.2f} "
-                    f"{r['peak_bytes'] / r['tensor_bytes']:6.2f}")
-        for name in baselines:
-            entry = by_key.get((r["config"], dtype, name))
-            if entry is None:
-                line += f" | {'not run':>22} {'':>7}"
-            elif entry["status"] != "ok":
-                line += f" | {entry['status']:>22} {'':>7}"
-            else:
-                ratio = f"{entry['fb_ms'] / ours_fb:6.2f}x" if ours_fb else ""
-                line += f" | {entry['fb_ms']:22.1f} {ratio:>7}"
-        print(line)
+    for path, report in dualkv_reports:
+        print(f"dualkv {report.get('kernel_family', '')}: {path} on {report['device']}")
+    print(f"baselines: {sys.argv[-1]} on {baselines_report['device']} (torch {baselines_report['torch']})")
+    print(f"  {'method':<24} {'fwd ms':>9} {'fwd TF/s':>8} {'bwd ms':>9} {'bwd TF/s':>8} {'f+b ms':>9} "
+          f"{'peak GiB':>8}  speedup over the fastest composition: fwd / bwd / f+b")
+    for (config, dtype), group in collect(dualkv_reports, baselines_report).items():
+        flops = forward_flops(next(iter(group.values())))
+        timed = {name: group[name] for name in COMPOSITIONS if group.get(name, {}).get("status") == "ok"}
+        best = {m: min(timed, key=lambda name: timed[name][m]) for m in MEASURES} if timed else {}
+        print(f"{config} {dtype}: fastest composition fwd {best.get('forward_ms', '-')}, "
+              f"bwd {best.get('backward_ms', '-')}, f+b {best.get('fb_ms', '-')}")
+        for name, entry in group.items():
+            line = method_line(name, entry, flops)
+            if name.startswith("dualkv") and entry["status"] == "ok" and best:
+                line += "  " + " / ".join(f"{timed[best[m]][m] / entry[m]:5.2f}x" for m in MEASURES)
+            print(line)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,14 @@ namespace dualkv {
 // asking a CUDA run for it is an error.
 enum class Accumulation : int { kFloat32, kFloat64 };
 
+// CUDA kernel family. kAuto runs the Hopper kernels (TMA + wgmma, compiled for sm_90a) on a
+// compute capability 9.0 GPU when the build has them and they cover the call's dtype and
+// head_dim, the portable kernels (mma.sync, sm_80+) otherwise. kPortable and kHopper force one
+// family, so one GPU can test both; a forced family the build or the device lacks is an Error
+// naming options.kernel_family. Only the forward has a Hopper kernel so far: a backward asked for
+// kHopper is that Error too, and kAuto runs the portable backward.
+enum class KernelFamily : int { kAuto, kPortable, kHopper };
+
 // Execution options shared by both directions.
 struct ExecutionOptions {
   Accumulation accumulation = Accumulation::kFloat32;
@@ -23,6 +31,7 @@ struct ExecutionOptions {
   // 101376 (99 KiB) runs the tiles an sm_86/sm_89 GPU gets, so a large GPU can test them. A
   // limit no compiled kernel fits is an Error naming options.max_shared_memory_per_block.
   size_t max_shared_memory_per_block = 0;
+  KernelFamily kernel_family = KernelFamily::kAuto;  // CUDA path only; ignored on the CPU
 };
 
 // O = softmax(scale * Q K^T + mask) V per head; query head h reads kv head h / (H / Hk).

@@ -25,6 +25,10 @@ constexpr int kSm80BackwardHeadDims[] = {64, 128};
 
 void check_compiled(const BackwardParams& params) {
   check_cuda_accumulation(params.options.accumulation);
+  if (params.options.kernel_family == KernelFamily::kHopper) {
+    throw Error("options.kernel_family",
+                "the Hopper backward is not built yet: kAuto and kPortable run the portable backward");
+  }
   check_compiled_dtype(params.q.dtype, "q.dtype");
   check_compiled_head_dim(params.q.head_dim, kSm80BackwardHeadDims, "q.head_dim");
 }

@@ -9,9 +9,14 @@
 
 #include "cuda/common/argument_checks.h"
 #include "cuda/common/device_guard.h"
+#include "cuda/common/kernel_family.h"
 #include "cuda/common/shared_memory_limit.h"
+#include "cuda/common/softmax_constants.h"
 #include "cuda/common/workspace.h"
 #include "cuda/sm80/forward/forward_launch.h"
+#ifdef DUALKV_WITH_SM90
+#include "cuda/sm90/forward/forward_entry.h"
+#endif
 #include "dualkv/errors.h"
 #include "host/backend.h"
 #include "host/work_plan.h"
@@ -19,10 +24,7 @@
 namespace dualkv::detail {
 namespace {
 
-constexpr double kLog2E = 1.4426950408889634;  // log2(e): exp(x) = exp2(x * log2(e))
-
 void check_compiled(const ForwardParams& params) {
-  check_cuda_accumulation(params.options.accumulation);
   check_compiled_dtype(params.q.dtype, "q.dtype");
   check_compiled_head_dim(params.q.head_dim, kSm80ForwardHeadDims, "q.head_dim");
 }
@@ -47,16 +49,34 @@ void launch_for_head_dim(int64_t head_dim, const ForwardKernelParams& kernel_par
   }
 }
 
+// Whether the call runs the Hopper kernels (a forced family the build or device lacks throws).
+// kAuto also needs the kernel to fit options.max_shared_memory_per_block; a forced kHopper that
+// does not fit is reported by the Hopper entry, naming that option.
+bool runs_hopper(const ForwardParams& params) {
+#ifdef DUALKV_WITH_SM90
+  const bool covered = sm90::forward_covers(params) &&
+                       (params.options.kernel_family != KernelFamily::kAuto || sm90::forward_fits(params));
+#else
+  const bool covered = false;
+#endif
+  return resolve_kernel_family(params.options.kernel_family, params.q.device.index, covered) == KernelFamily::kHopper;
+}
+
 }  // namespace
 
 size_t cuda_forward_workspace_bytes(const Layout& layout, const ForwardParams& params) {
+  check_cuda_accumulation(params.options.accumulation);
+#ifdef DUALKV_WITH_SM90
+  if (runs_hopper(params)) return sm90::forward_workspace_bytes(layout, params);
+#else
+  runs_hopper(params);  // a forced kHopper is an Error in a build without it
+#endif
   check_compiled(params);
   return workspace_bytes_for(plan_bytes(layout, params));
 }
 
 void cuda_forward(const Layout& layout, const ForwardParams& p) {
-  check_compiled(p);
-  const int device = p.q.device.index;
+  check_cuda_accumulation(p.options.accumulation);
   check_device_pointer(p.q.data, p.q.device, "q");
   check_device_pointer(p.k.data, p.k.device, "k");
   check_device_pointer(p.v.data, p.v.device, "v");
@@ -66,6 +86,13 @@ void cuda_forward(const Layout& layout, const ForwardParams& p) {
   check_vector_aligned(p.k, "k");
   check_vector_aligned(p.v, "v");
   check_vector_aligned(p.out, "out");
+#ifdef DUALKV_WITH_SM90
+  if (runs_hopper(p)) return sm90::forward(layout, p);
+#else
+  runs_hopper(p);
+#endif
+  check_compiled(p);
+  const int device = p.q.device.index;
 
   check_fits_shared_memory(forward_shared_memory_bytes(static_cast<int>(p.q.head_dim)),
                            shared_memory_limit(p.options, device), "the CUDA forward");
@@ -100,7 +127,7 @@ void cuda_forward(const Layout& layout, const ForwardParams& p) {
   k.heads = static_cast<int32_t>(p.q.heads);
   k.heads_per_kv_head = static_cast<int32_t>(p.q.heads / p.k.heads);
   k.softmax_scale = p.softmax_scale;
-  k.softmax_scale_log2 = p.softmax_scale * static_cast<float>(kLog2E);
+  k.softmax_scale_log2 = p.softmax_scale * kLog2E;
 
   const auto stream = static_cast<cudaStream_t>(p.options.stream);
   const auto items = static_cast<int32_t>(work_items);

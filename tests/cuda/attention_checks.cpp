@@ -1,5 +1,8 @@
 #include "attention_checks.h"
 
+#include <cmath>
+#include <vector>
+
 #include "error_budget.h"
 #include "ncopy_reference.h"
 
@@ -17,6 +20,33 @@ Inputs draw_inputs(HostTensors& host) {
   std::mt19937_64 rng = rng_for_current_test();
   for (StridedTensor* view : {&host.q, &host.k, &host.v, &host.dout}) fill_uniform(*view, rng);
   return Inputs{to_dense(host.q), to_dense(host.k), to_dense(host.v), to_dense(host.dout)};
+}
+
+// NaN in q, k and v of every token of every odd-numbered segment.
+void poison_odd_segments(const dualkv::Layout& layout, HostTensors& host) {
+  for (int32_t s = 1; s < layout.num_segments(); s += 2) {
+    for (int32_t t = layout.segment_begin(s); t < layout.segment_end(s); ++t) {
+      for (StridedTensor* view : {&host.q, &host.k, &host.v}) {
+        for (int64_t h = 0; h < view->heads; ++h) {
+          for (int64_t i = 0; i < view->head_dim; ++i) view->write(t, h, i, std::nan(""));
+        }
+      }
+    }
+  }
+}
+
+// Where the fp64 CPU result is NaN the kernel's must be NaN too; those entries are then zeroed in
+// every tensor so that the budget compares the rows that must be unaffected.
+void expect_nan_exactly_where_reference_is(const char* name, DenseTensor& kernel, std::vector<DenseTensor*> others,
+                                           const DenseTensor& fp64) {
+  int64_t missing = 0;
+  for (size_t i = 0; i < fp64.values.size(); ++i) {
+    if (!std::isnan(fp64.values[i])) continue;
+    missing += !std::isnan(kernel.values[i]);
+    kernel.values[i] = 0.0;
+    for (DenseTensor* other : others) other->values[i] = 0.0;
+  }
+  EXPECT_EQ(missing, 0) << name << ": entries that see a NaN input but are not NaN";
 }
 
 void expect_inputs_unmodified(const HostTensors& host, const Inputs& inputs) {
@@ -47,24 +77,29 @@ void run_backward(const dualkv::Layout& layout, HostTensors& host, DeviceTensors
 
 }  // namespace
 
-void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim,
-                   size_t max_shared_memory_per_block) {
+void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim, const KernelChoice& choice,
+                   bool nan_in_odd_segments) {
   const dualkv::Layout layout = make_layout(problem.batch);
   HostTensors host =
       make_host_tensors(problem.placement, dtype, layout.total_tokens(), problem.heads, problem.kv_heads, head_dim);
-  const Inputs inputs = draw_inputs(host);
+  Inputs inputs = draw_inputs(host);
+  if (nan_in_odd_segments) {
+    poison_odd_segments(layout, host);
+    inputs = Inputs{to_dense(host.q), to_dense(host.k), to_dense(host.v), inputs.dout};
+  }
   const float scale = dualkv::default_softmax_scale(head_dim);
 
-  const oracle::ForwardResult fp64 = cpu_fp64_forward(layout, inputs.q, inputs.k, inputs.v, scale);
-  const oracle::ForwardResult fp32 = ncopy_reference_forward(problem.batch, inputs.q, inputs.k, inputs.v, scale,
-                                                             cuda_reference::OperandRounding::kNone);
+  oracle::ForwardResult fp64 = cpu_fp64_forward(layout, inputs.q, inputs.k, inputs.v, scale);
+  oracle::ForwardResult fp32 = ncopy_reference_forward(problem.batch, inputs.q, inputs.k, inputs.v, scale,
+                                                       cuda_reference::OperandRounding::kNone);
   oracle::ForwardResult baseline =
       ncopy_reference_forward(problem.batch, inputs.q, inputs.k, inputs.v, scale, operand_rounding(dtype));
   baseline.out = rounded_to(baseline.out, dtype);
 
   DeviceTensors device(host);
   dualkv::ForwardParams params = device_forward_params(device, host, scale);
-  params.options.max_shared_memory_per_block = max_shared_memory_per_block;
+  params.options.kernel_family = choice.family;
+  params.options.max_shared_memory_per_block = choice.max_shared_memory_per_block;
   run_on_device(layout, params);
   for (const StridedTensor* view : host.views()) device.download(*view);
   device.download_lse();
@@ -73,8 +108,17 @@ void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t he
   ASSERT_TRUE(fully_written(host.lse)) << "lse";
   EXPECT_TRUE(nothing_written_outside_views(host));
   expect_inputs_unmodified(host, inputs);
-  expect_within_budget("out", to_dense(host.out), baseline.out, fp64.out, fp32.out);
-  expect_within_budget("lse", host.lse.to_dense(), baseline.lse, fp64.lse, fp32.lse);
+  DenseTensor out = to_dense(host.out);
+  DenseTensor lse = host.lse.to_dense();
+  if (nan_in_odd_segments) {
+    expect_nan_exactly_where_reference_is("out", out, {&baseline.out, &fp32.out}, fp64.out);
+    expect_nan_exactly_where_reference_is("lse", lse, {&baseline.lse, &fp32.lse}, fp64.lse);
+    for (DenseTensor* reference : {&fp64.out, &fp64.lse}) {
+      for (double& value : reference->values) value = std::isnan(value) ? 0.0 : value;
+    }
+  }
+  expect_within_budget("out", out, baseline.out, fp64.out, fp32.out);
+  expect_within_budget("lse", lse, baseline.lse, fp64.lse, fp32.lse);
 }
 
 void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim,

@@ -17,10 +17,19 @@ namespace dualkv_test {
 // max_shared_memory_per_block, it makes any larger GPU run the kernels those GPUs get.
 constexpr size_t kSm86SharedMemoryPerBlock = 101376;
 
-// max_shared_memory_per_block: ExecutionOptions::max_shared_memory_per_block of every run (0 = the
+// The ExecutionOptions of every run: the kernel family and the shared memory per block (0 = the
 // device's limit).
-void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim,
-                   size_t max_shared_memory_per_block = 0);
+struct KernelChoice {
+  dualkv::KernelFamily family = dualkv::KernelFamily::kAuto;
+  size_t max_shared_memory_per_block = 0;
+};
+
+// nan_in_odd_segments: q, k and v of every odd-numbered segment are NaN. Rows that see such a
+// segment must come out NaN (propagation); every other row must be unaffected and within budget
+// (a kernel that reads a neighbouring segment's rows into a result, even multiplied by zero,
+// fails).
+void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim, const KernelChoice& choice = {},
+                   bool nan_in_odd_segments = false);
 
 // Both backward modes; the deterministic one is also run twice and compared bit for bit.
 void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim,

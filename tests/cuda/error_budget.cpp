@@ -115,7 +115,8 @@ bool same_shape(const oracle::DenseTensor& a, const oracle::DenseTensor& b) {
 ::testing::AssertionResult identical(const oracle::DenseTensor& actual, const oracle::DenseTensor& expected) {
   if (!same_shape(actual, expected)) return ::testing::AssertionFailure() << "shape mismatch";
   for (size_t e = 0; e < expected.values.size(); ++e) {
-    if (!(actual.values[e] == expected.values[e])) {
+    const bool both_nan = std::isnan(actual.values[e]) && std::isnan(expected.values[e]);
+    if (!(actual.values[e] == expected.values[e]) && !both_nan) {
       return ::testing::AssertionFailure() << "changed at " << position(expected, e) << ": " << actual.values[e]
                                            << " instead of " << expected.values[e];
     }

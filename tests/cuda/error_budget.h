@@ -30,7 +30,7 @@ namespace dualkv_test {
 // Bit-for-bit equality of two storages (deterministic reruns).
 ::testing::AssertionResult bitwise_equal(const Storage& first, const Storage& second);
 
-// Exact equality of values (inputs that must come back unmodified).
+// Exact equality of values, NaN matching NaN (inputs that must come back unmodified).
 ::testing::AssertionResult identical(const oracle::DenseTensor& actual, const oracle::DenseTensor& expected);
 
 }  // namespace dualkv_test

@@ -13,9 +13,11 @@ namespace dualkv_test {
 namespace {
 
 using dualkv::DType;
+using dualkv::KernelFamily;
 
 // P and R of 1, 17, 127, 129 and 1023; ragged responses; several groups with different P and N;
-// GQA ratios 1, 4 and 8; contiguous and strided placements.
+// GQA ratios 1, 3, 4 and 8 (3 leaves rows of a packed Hopper tile unused); contiguous and
+// strided placements.
 std::vector<AttentionCase> shape_cases() {
   return {
       {"P1_R1_gqa1", {{1, {1}}}, 2, 2, Placement::kContiguous},
@@ -23,6 +25,7 @@ std::vector<AttentionCase> shape_cases() {
       {"P127_R129_1_gqa8", {{127, {129, 1}}}, 8, 1, Placement::kContiguous},
       {"P129_R127_17_129_gqa1_strided", {{129, {127, 17, 129}}}, 4, 4, Placement::kFusedAndHeadMajor},
       {"P1023_R1023_1_gqa4", {{1023, {1023, 1}}}, 4, 1, Placement::kContiguous},
+      {"P129_R65_1_gqa3", {{129, {65, 1}}}, 6, 2, Placement::kContiguous},
       {"P1_R1023_17_gqa8_strided", {{1, {1023, 17}}}, 8, 1, Placement::kFusedAndHeadMajor},
       {"four_groups_ragged_gqa4_strided",
        {{17, {1, 17}}, {129, {129, 127, 1, 5}}, {1, {17}}, {255, {64, 1, 1, 300}}},
@@ -39,12 +42,35 @@ std::string shape_name(const ::testing::TestParamInfo<ShapeParam>& info) {
   return problem.name + "_" + dualkv::dtype_name(dtype) + "_d" + std::to_string(head_dim);
 }
 
-class CudaAttention : public ::testing::TestWithParam<ShapeParam> {};
+// The forward of each kernel family on every shape; with NaN in every other segment too.
+using FamilyParam = std::tuple<AttentionCase, DType, int64_t, KernelFamily>;
 
-TEST_P(CudaAttention, Forward) {
-  const auto& [problem, dtype, head_dim] = GetParam();
-  check_forward(problem, dtype, head_dim);
+std::string family_name(const ::testing::TestParamInfo<FamilyParam>& info) {
+  const auto& [problem, dtype, head_dim, family] = info.param;
+  return problem.name + "_" + dualkv::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
+         (family == KernelFamily::kHopper ? "_hopper" : "_portable");
 }
+
+class CudaForward : public ::testing::TestWithParam<FamilyParam> {};
+
+TEST_P(CudaForward, MatchesReferences) {
+  const auto& [problem, dtype, head_dim, family] = GetParam();
+  check_forward(problem, dtype, head_dim, {family, 0});
+}
+
+TEST_P(CudaForward, NanInOddSegmentsStaysThere) {
+  const auto& [problem, dtype, head_dim, family] = GetParam();
+  check_forward(problem, dtype, head_dim, {family, 0}, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaForward,
+                         ::testing::Combine(::testing::ValuesIn(shape_cases()),
+                                            ::testing::Values(DType::kFloat16, DType::kBFloat16),
+                                            ::testing::Values(int64_t{64}, int64_t{128}),
+                                            ::testing::Values(KernelFamily::kPortable, KernelFamily::kHopper)),
+                         family_name);
+
+class CudaAttention : public ::testing::TestWithParam<ShapeParam> {};
 
 TEST_P(CudaAttention, Backward) {
   const auto& [problem, dtype, head_dim] = GetParam();
@@ -64,7 +90,7 @@ class CudaAttentionSm86Tiles : public ::testing::TestWithParam<ShapeParam> {};
 
 TEST_P(CudaAttentionSm86Tiles, Forward) {
   const auto& [problem, dtype, head_dim] = GetParam();
-  check_forward(problem, dtype, head_dim, kSm86SharedMemoryPerBlock);
+  check_forward(problem, dtype, head_dim, {KernelFamily::kPortable, kSm86SharedMemoryPerBlock});
 }
 
 TEST_P(CudaAttentionSm86Tiles, Backward) {
@@ -82,7 +108,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionSm86Tiles,
 // every tensor in its own exactly-sized allocation so that memcheck sees any overrun.
 AttentionCase sanitizer_case() { return {"tiny", {{17, {5, 1}}, {3, {9}}}, 4, 2, Placement::kContiguous}; }
 
-TEST(CudaSanitizer, Forward) { check_forward(sanitizer_case(), DType::kFloat16, 64); }
+TEST(CudaSanitizer, Forward) { check_forward(sanitizer_case(), DType::kFloat16, 64, {KernelFamily::kPortable, 0}); }
+
+TEST(CudaSanitizer, ForwardHopper) {
+  check_forward(sanitizer_case(), DType::kBFloat16, 128, {KernelFamily::kHopper, 0}, true);
+}
 
 TEST(CudaSanitizer, Backward) { check_backward(sanitizer_case(), DType::kBFloat16, 128); }
 

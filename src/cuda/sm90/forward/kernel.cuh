@@ -1,0 +1,302 @@
+// sm90a fused forward kernel: TMA loads, warp specialisation, wgmma with register accumulators.
+//
+// Work: a persistent grid; CTA b takes work items b, b + gridDim.x, ... of the KV heads x tiles x
+// group-heads list (WorkItem): KV head outermost, then the host plan's tiles heaviest first, then
+// the G = H / Hk query heads of the KV head. So the CTAs running at any moment read one KV head's
+// K and V (32 MiB for a 64K prompt, inside L2) rather than all Hk of them, and the G heads of a
+// tile read the same K/V rows side by side.
+//
+// Warp roles (kThreads = 128 + 128 x consumer warpgroups):
+//   warpgroup 0, producer: one elected thread issues every TMA load (Q tile, then per key block
+//     K(n + 1) before V(n), the order the consumers need them); setmaxnreg lowers its registers.
+//   warpgroups 1.., consumers: warpgroup w owns query rows [64 (w - 1), 64 w) of the tile. Per key
+//     block: S = Q K^T (wgmma, both operands in shared memory), mask, online softmax in registers,
+//     O += P V (wgmma, P from registers). S(n + 1) is issued before O += P(n) V(n), so the tensor
+//     cores run one GEMM while the warpgroup does the softmax of the other.
+//
+// Pipeline: Q single-buffered (q_full / q_empty barriers); K and V each through kStages buffers
+// of CUTLASS's PipelineTmaAsync (full: TMA transaction bytes; empty: every consumer thread).
+// The key blocks are the tile's key-range list walked by KeyBlockWalk: unmasked blocks (the whole
+// response-to-prompt rectangle) skip the mask; a block reaching past its range has the rows
+// beyond the range zeroed in its V buffer before P V (TMA loads them from the next segment, and
+// P = 0 times a NaN there would still be NaN).
+//
+// Shared memory (config.cuh): Q (block_m x d) | K kStages x (block_n x d) | V kStages x
+// (block_n x d) | pipeline and Q barriers; each tile in 64-column SW128 panels.
+#pragma once
+
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/tensor.hpp>
+
+#include "cuda/common/key_block_walk.h"
+#include "cuda/sm90/forward/config.cuh"
+#include "cuda/sm90/forward/fragments.cuh"
+#include "cuda/sm90/forward/launch.h"
+#include "cuda/sm90/forward/online_softmax.cuh"
+
+namespace dualkv::detail::sm90 {
+
+// Named barrier (beyond CUTLASS's reserved ones) for the consumer warpgroups' V-row zeroing.
+constexpr uint32_t kZeroedVBarrier = 0;
+
+// Work item i of the KV-head-major order described above.
+struct WorkItem {
+  QueryTile tile;
+  int head;
+  int kv_head;
+
+  __device__ __forceinline__ WorkItem(const ForwardKernelParams& p, int item) {
+    const int per_kv_head = p.num_tiles * p.heads_per_kv_head;
+    kv_head = item / per_kv_head;
+    const int rest = item - kv_head * per_kv_head;
+    tile = p.tiles[rest / p.heads_per_kv_head];
+    head = kv_head * p.heads_per_kv_head + rest % p.heads_per_kv_head;
+  }
+};
+
+// One TMA load of a (rows x d) tile at token `row` of `head`: d / 64 boxes, one per panel.
+template <typename Config>
+__device__ __forceinline__ void load_tile(const CUtensorMap* map, uint64_t* barrier, typename Config::Element* smem,
+                                          int rows, int head, int row, uint64_t cache_hint) {
+  CUTE_UNROLL
+  for (int panel = 0; panel < Config::kPanels; ++panel) {
+    cute::SM90_TMA_LOAD_3D::copy(map, barrier, cache_hint, smem + panel * rows * Config::kPanelColumns,
+                                 panel * Config::kPanelColumns, head, row);
+  }
+}
+
+template <typename Config>
+__device__ void produce(const ForwardKernelParams& p, typename Config::SharedStorage& shared,
+                        typename Config::Pipeline& k_pipeline, typename Config::Pipeline& v_pipeline) {
+  using Element = typename Config::Element;
+  constexpr int kBlockN = Config::kBlockN;
+  constexpr auto kEvictFirst = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_FIRST);
+  constexpr auto kEvictLast = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_LAST);
+  auto k_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
+  auto v_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
+  auto& q_full = *reinterpret_cast<cutlass::arch::ClusterTransactionBarrier*>(&shared.q_full);
+  auto& q_empty = *reinterpret_cast<cutlass::arch::ClusterBarrier*>(&shared.q_empty);
+  const int items = p.num_tiles * p.heads;
+
+  auto load_key_block = [&](typename Config::Pipeline& pipeline, auto& state, const CUtensorMap* map, Element* buffers,
+                            int kv_head, int key_begin) {
+    pipeline.producer_acquire(state);
+    load_tile<Config>(map, pipeline.producer_get_barrier(state), buffers + state.index() * kBlockN * Config::kHeadDim,
+                      kBlockN, kv_head, key_begin, kEvictLast);
+    ++state;
+  };
+
+  int iteration = 0;
+  for (int item = blockIdx.x; item < items; item += gridDim.x, ++iteration) {
+    const WorkItem work(p, item);
+    const QueryTile& tile = work.tile;
+    const int head = work.head;
+    const int kv_head = work.kv_head;
+    if (iteration > 0) q_empty.wait((iteration - 1) & 1);
+    q_full.arrive_and_expect_tx(Config::kQBytes);
+    load_tile<Config>(&p.q_map, &shared.q_full, shared.q, Config::kBlockM, head, tile.q_begin, kEvictFirst);
+
+    KeyBlockWalk<kBlockN> walk(tile, p.ranges);
+    int previous_key_begin = walk.key_begin();
+    load_key_block(k_pipeline, k_state, &p.k_map, shared.k, kv_head, previous_key_begin);
+    for (walk.advance(); !walk.done(); walk.advance()) {
+      load_key_block(k_pipeline, k_state, &p.k_map, shared.k, kv_head, walk.key_begin());
+      load_key_block(v_pipeline, v_state, &p.v_map, shared.v, kv_head, previous_key_begin);
+      previous_key_begin = walk.key_begin();
+    }
+    load_key_block(v_pipeline, v_state, &p.v_map, shared.v, kv_head, previous_key_begin);
+  }
+}
+
+// Scores of keys outside the block's range and, in the causal range, after the query: -inf.
+template <typename Scores, typename Coords, typename Walk>
+__device__ __forceinline__ void mask_scores(Scores& scores, const Coords& coords, const Walk& walk, int q_begin) {
+  const BlockMask mask = walk.mask();
+  if (mask == BlockMask::kNone) return;
+  const bool causal = mask == BlockMask::kCausal;
+  CUTE_UNROLL
+  for (int i = 0; i < cute::size(scores); ++i) {
+    const int query = q_begin + cute::get<0>(coords(i));
+    const int key = walk.key_begin() + cute::get<1>(coords(i));
+    if (key >= walk.range_end() || (causal && key > query)) scores(i) = -INFINITY;
+  }
+}
+
+// Zeroes V rows [valid_rows, block_n) of one stage (keys past the block's range), then makes the
+// writes visible to the wgmma (async proxy) of every consumer warpgroup.
+template <typename Config, typename VtStage>
+__device__ __forceinline__ void zero_foreign_v_rows(VtStage& vt, int valid_rows, int consumer_thread) {
+  using Element = typename Config::Element;
+  const int count = (Config::kBlockN - valid_rows) * Config::kHeadDim;
+  for (int i = consumer_thread; i < count; i += Config::kConsumerThreads) {
+    vt(i % Config::kHeadDim, valid_rows + i / Config::kHeadDim) = Element(0);
+  }
+  cutlass::arch::fence_view_async_shared();
+  cutlass::arch::NamedBarrier::sync(Config::kConsumerThreads, kZeroedVBarrier);
+}
+
+template <typename Config>
+__device__ void consume(const ForwardKernelParams& p, typename Config::SharedStorage& shared,
+                        typename Config::Pipeline& k_pipeline, typename Config::Pipeline& v_pipeline) {
+  using namespace cute;
+  using Element = typename Config::Element;
+  constexpr int kBlockM = Config::kBlockM;
+  constexpr int kBlockN = Config::kBlockN;
+  constexpr int kHeadDim = Config::kHeadDim;
+  const int thread = threadIdx.x - 128;
+
+  Tensor sQ = make_tensor(make_smem_ptr(shared.q), typename Config::SmemLayoutQ{});
+  Tensor sK = make_tensor(make_smem_ptr(shared.k), typename Config::SmemLayoutK{});
+  Tensor sVt = make_tensor(make_smem_ptr(shared.v), typename Config::SmemLayoutVt{});
+  typename Config::TiledMmaS mma_s;
+  typename Config::TiledMmaO mma_o;
+  auto slice_s = mma_s.get_thread_slice(thread);
+  auto slice_o = mma_o.get_thread_slice(thread);
+  Tensor tSrQ = slice_s.partition_fragment_A(sQ);
+  Tensor tSrK = slice_s.partition_fragment_B(sK);
+  Tensor tOrV = slice_o.partition_fragment_B(sVt);
+  Tensor tScS = slice_s.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+  Tensor tOcO = slice_o.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+
+  auto& q_full = *reinterpret_cast<cutlass::arch::ClusterTransactionBarrier*>(&shared.q_full);
+  auto& q_empty = *reinterpret_cast<cutlass::arch::ClusterBarrier*>(&shared.q_empty);
+  typename Config::Pipeline::PipelineState k_state, v_state;
+  const int items = p.num_tiles * p.heads;
+
+  int iteration = 0;
+  for (int item = blockIdx.x; item < items; item += gridDim.x, ++iteration) {
+    const WorkItem work(p, item);
+    const QueryTile& tile = work.tile;
+    const int head = work.head;
+
+    Tensor acc_o = partition_fragment_C(mma_o, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+    Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    Tensor scores = make_tensor(acc_s.data(), accumulator_rows_by_columns(acc_s.layout()));
+    Tensor out = make_tensor(acc_o.data(), accumulator_rows_by_columns(acc_o.layout()));
+    constexpr int kRows = decltype(size<0>(scores))::value;
+    OnlineSoftmax<kRows> softmax;
+    clear(acc_o);
+
+    // Rows of the previous block's V buffer to keep (block_n unless it reached past its range).
+    auto valid_v_rows = [](const KeyBlockWalk<kBlockN>& walk) {
+      return walk.reaches_past_range() ? walk.range_end() - walk.key_begin() : kBlockN;
+    };
+    // Waits for the next V buffer and zeroes its rows past the block's range, if any.
+    auto wait_for_v = [&](int valid_rows) {
+      v_pipeline.consumer_wait(v_state);
+      if (valid_rows < kBlockN) {
+        Tensor vt = sVt(_, _, v_state.index());
+        zero_foreign_v_rows<Config>(vt, valid_rows, thread);
+      }
+    };
+
+    KeyBlockWalk<kBlockN> walk(tile, p.ranges);
+    q_full.wait(iteration & 1);
+    k_pipeline.consumer_wait(k_state);
+    warpgroup_gemm<true, 0>(mma_s, tSrQ, tSrK(_, _, _, k_state.index()), acc_s);
+    k_pipeline.consumer_release(k_state);
+    ++k_state;
+    mask_scores(acc_s, tScS, walk, tile.q_begin);
+    int valid_rows = valid_v_rows(walk);
+    walk.advance();
+    if (walk.done()) q_empty.arrive();
+    softmax.update(scores, p.softmax_scale_log2);
+
+    for (; !walk.done(); walk.advance()) {
+      // P(n - 1) in 16 bits before S(n) overwrites the scores it came from.
+      Tensor probabilities = convert_fragment<Element>(acc_s);
+      Tensor tOrP = make_tensor(probabilities.data(), accumulator_as_operand_a(acc_s.layout()));
+      k_pipeline.consumer_wait(k_state);
+      warpgroup_gemm<true, -1>(mma_s, tSrQ, tSrK(_, _, _, k_state.index()), acc_s);
+      wait_for_v(valid_rows);
+      warpgroup_gemm<false, -1>(mma_o, tOrP, tOrV(_, _, _, v_state.index()), acc_o);
+      warpgroup_wait<1>();  // S(n) is done; O += P(n - 1) V(n - 1) may still run
+      k_pipeline.consumer_release(k_state);
+      ++k_state;
+      mask_scores(acc_s, tScS, walk, tile.q_begin);
+      valid_rows = valid_v_rows(walk);
+      {
+        KeyBlockWalk<kBlockN> next = walk;
+        next.advance();
+        if (next.done()) q_empty.arrive();
+      }
+      softmax.update(scores, p.softmax_scale_log2);
+      warpgroup_wait<0>();
+      v_pipeline.consumer_release(v_state);
+      ++v_state;
+      softmax.rescale_output(out);
+    }
+    {
+      Tensor probabilities = convert_fragment<Element>(acc_s);
+      Tensor tOrP = make_tensor(probabilities.data(), accumulator_as_operand_a(acc_s.layout()));
+      wait_for_v(valid_rows);
+      warpgroup_gemm<false, 0>(mma_o, tOrP, tOrV(_, _, _, v_state.index()), acc_o);
+      v_pipeline.consumer_release(v_state);
+      ++v_state;
+    }
+
+    // Epilogue: normalise; LSE from the lane holding column 0 of its rows; O as column pairs.
+    float lse[kRows];
+    softmax.finish(out, p.softmax_scale, lse);
+    const int rows = tile.q_end - tile.q_begin;
+    Tensor row_coords = make_tensor(tScS.data(), accumulator_rows_by_columns(tScS.layout()));
+    if (get<1>(row_coords(0, 0)) == 0) {
+      float* lse_head = p.lse + head * p.lse_head_stride + tile.q_begin;
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        const int row = get<0>(row_coords(r, 0));
+        if (row < rows) lse_head[row] = lse[r];
+      }
+    }
+    Tensor o16 = convert_fragment<Element>(acc_o);
+    Element* out_head = static_cast<Element*>(p.out) + tile.q_begin * p.out_token_stride + head * p.out_head_stride;
+    CUTE_UNROLL
+    for (int i = 0; i < size(o16); i += 2) {
+      const int row = get<0>(tOcO(i));
+      if (row < rows) {
+        const int column = get<1>(tOcO(i));
+        cutlass::Array<Element, 2> pair;
+        pair[0] = o16(i);
+        pair[1] = o16(i + 1);
+        *reinterpret_cast<cutlass::Array<Element, 2>*>(out_head + row * p.out_token_stride + column) = pair;
+      }
+    }
+  }
+}
+
+template <typename Config>
+__global__ void __launch_bounds__(Config::kThreads, 1) forward_kernel(const __grid_constant__ ForwardKernelParams p) {
+  extern __shared__ char shared_bytes[];
+  auto& shared = *reinterpret_cast<typename Config::SharedStorage*>((reinterpret_cast<uintptr_t>(shared_bytes) + 1023) &
+                                                                    ~static_cast<uintptr_t>(1023));
+  const int warpgroup = cutlass::canonical_warp_group_idx();
+  const bool producer = warpgroup == 0;
+
+  typename Config::Pipeline::Params pipeline_params;
+  pipeline_params.transaction_bytes = Config::kKeyBlockBytes;
+  pipeline_params.role =
+      producer ? Config::Pipeline::ThreadCategory::Producer : Config::Pipeline::ThreadCategory::Consumer;
+  pipeline_params.is_leader = threadIdx.x == 0;
+  pipeline_params.num_consumers = Config::kConsumerThreads;
+  typename Config::Pipeline k_pipeline(shared.k_pipeline, pipeline_params, cute::Shape<cute::_1, cute::_1, cute::_1>{});
+  typename Config::Pipeline v_pipeline(shared.v_pipeline, pipeline_params, cute::Shape<cute::_1, cute::_1, cute::_1>{});
+  if (threadIdx.x == 0) {
+    cutlass::arch::ClusterTransactionBarrier::init(&shared.q_full, 1);
+    cutlass::arch::ClusterBarrier::init(&shared.q_empty, Config::kConsumerThreads);
+  }
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  if (producer) {
+    cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegisters>();
+    if (threadIdx.x == 0) produce<Config>(p, shared, k_pipeline, v_pipeline);
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegisters>();
+    consume<Config>(p, shared, k_pipeline, v_pipeline);
+  }
+}
+
+}  // namespace dualkv::detail::sm90
