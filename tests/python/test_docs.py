@@ -12,15 +12,30 @@ DOCUMENTS = [
     ROOT / "pyproject.toml",
     ROOT / "python" / "requirements-ci.txt",
 ]
-# A repository path or glob: starts at a top-level folder, not inside a longer word, path or URL.
+# A repository path, glob or brace list: starts at a top-level folder, not inside a longer word,
+# path or URL.
 REPOSITORY_PATH = re.compile(
-    r"(?<![\w/.-])((?:python|scripts|docs|tests|tools|include|src|bench|cmake|\.ci)/[\w./*-]*[\w*])"
+    r"(?<![\w/.-])((?:python|scripts|docs|tests|tools|include|src|bench|cmake|\.ci)/"
+    r"[\w./*-]*(?:\{[\w.,-]*\}[\w./*-]*)*[\w*}])"
 )
+
+
+def _expand_braces(path):
+    """docs/x_{a,b}.txt -> [docs/x_a.txt, docs/x_b.txt], as the shell would."""
+    match = re.search(r"\{([^{}]*)\}", path)
+    if match is None:
+        return [path]
+    return [
+        expanded
+        for alternative in match[1].split(",")
+        for expanded in _expand_braces(path[: match.start()] + alternative + path[match.end() :])
+    ]
 
 
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
 def test_every_repository_path_named_exists(document):
-    missing = [path for path in REPOSITORY_PATH.findall(document.read_text()) if not any(ROOT.glob(path))]
+    named = [path for found in REPOSITORY_PATH.findall(document.read_text()) for path in _expand_braces(found)]
+    missing = [path for path in named if not any(ROOT.glob(path))]
     assert not missing, f"{document.name} names paths that do not exist: {missing}"
 
 
