@@ -49,9 +49,12 @@ def _as_sequence(value, name: str) -> Sequence:
     raise TypeError(f"{name}: expected a sequence, got {type(value).__name__}")
 
 
+@torch.inference_mode(False)
 def _offsets_tensor(value, name: str) -> torch.Tensor:
     """A 1-D int32 CPU tensor from a tensor or a sequence of ints, without silent wrap-around;
-    always a new tensor, never the caller's."""
+    always a new tensor, never the caller's. Never an inference tensor either: a layout built
+    under torch.inference_mode (during rollouts, say) must serve training, where autograd saves
+    the offsets for the backward pass."""
     if isinstance(value, torch.Tensor):
         if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
             raise TypeError(f"{name}: expected an integer tensor, got dtype {value.dtype}")

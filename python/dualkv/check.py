@@ -100,12 +100,12 @@ def check_attention(
     dtype = dtype or default_dtype(device)
     layout = Layout.from_lengths(PROMPT_LENGTHS, RESPONSE_LENGTHS)
     generator = torch.Generator().manual_seed(20261123)
-    # Values representable in `dtype`, so that every computation starts from the same inputs.
-    q, k, v, dout = (
-        torch.randn(layout.num_tokens, count, head_dim, generator=generator).to(dtype).double()
-        for count in (heads, kv_heads, kv_heads, heads)
-    )
     with _isolated(device):
+        # Values representable in `dtype`, so that every computation starts from the same inputs.
+        q, k, v, dout = (
+            torch.randn(layout.num_tokens, count, head_dim, generator=generator).to(dtype).double()
+            for count in (heads, kv_heads, kv_heads, heads)
+        )
         exact = _ncopy_attention(q, k, v, dout, layout)
         baseline = _ncopy_attention(*(t.to(device, dtype) for t in (q, k, v, dout)), layout)
         leaves = [t.to(device, dtype).requires_grad_() for t in (q, k, v)]

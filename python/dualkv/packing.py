@@ -100,6 +100,9 @@ class RowMap:
         return tuple(self.token_index.shape)
 
 
+# Both entry points build ordinary tensors even under torch.inference_mode (rollouts often run
+# there): a packed batch serves the training step too, where autograd saves its token ids.
+@torch.inference_mode(False)
 def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence[int]]]) -> PackedBatch:
     """Packs G prompts and their responses: prompts[g] is a token-id sequence (list or 1-D tensor),
     responses[g] a non-empty list of token-id sequences sampled from prompts[g]."""
@@ -122,6 +125,7 @@ def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence
     )
 
 
+@torch.inference_mode(False)
 def pack_rows(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,

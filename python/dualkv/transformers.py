@@ -131,8 +131,11 @@ def _check_position_ids(position_ids: torch.Tensor | None, layout: Layout) -> No
         )
     if torch.compiler.is_compiling():
         return
+    # Inference tensors have no version counter, so an in-place change could not be seen: they
+    # are compared in every layer.
+    version = None if position_ids.is_inference() else position_ids._version
     verified = _verified_position_ids.get(layout)
-    if verified is not None and verified[0]() is position_ids and verified[1] == position_ids._version:
+    if version is not None and verified is not None and verified[0]() is position_ids and verified[1] == version:
         return
     expected = layout._position_ids_on(position_ids.device)
     flat = position_ids[0] if position_ids.dim() == 2 and position_ids.shape[0] == 1 else position_ids
@@ -141,7 +144,8 @@ def _check_position_ids(position_ids: torch.Tensor | None, layout: Layout) -> No
             "position_ids: must be the packed layout's positions (prompt 0..P-1, every response restarting at P), "
             f"i.e. model(..., position_ids=packed.position_ids); got {_first_difference(flat, expected)}"
         )
-    _verified_position_ids[layout] = (weakref.ref(position_ids), position_ids._version)
+    if version is not None:
+        _verified_position_ids[layout] = (weakref.ref(position_ids), version)
 
 
 def _first_difference(got: torch.Tensor, expected: torch.Tensor) -> str:

@@ -114,3 +114,12 @@ def test_environment_variable_turns_the_check_off(fresh_process, monkeypatch):
     monkeypatch.setenv(dualkv.transformers.SELF_CHECK_VARIABLE, "0")
     model, inputs = _model_and_inputs()
     assert model(**inputs).logits.isfinite().all()
+
+
+@pytest.mark.parametrize("mode", [torch.inference_mode, torch.no_grad], ids=["inference_mode", "no_grad"])
+def test_first_use_check_runs_inside_a_no_grad_forward(fresh_process, mode):
+    """Old and reference log-probs are computed without gradients; the check needs them."""
+    model, inputs = _model_and_inputs()
+    with mode():
+        model(**inputs)
+    assert len(dualkv.transformers._self_checked) == 1

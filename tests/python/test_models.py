@@ -204,6 +204,19 @@ def test_attention_function_needs_position_ids_and_a_layout():
         dualkv.transformers.dualkv_attention_forward(attention_layer, q, k, v, None, dualkv_layout=(1, 2))
 
 
+def test_inference_mode_position_ids_are_checked_in_every_layer():
+    """Inference tensors have no version counter, so nothing can be cached for them."""
+    model, _ = model_pair("llama")
+    packed, inputs = _packed_inputs()
+    with torch.inference_mode():
+        inputs["position_ids"] = packed.position_ids.clone()
+        expected = model(**inputs, dualkv_layout=packed.layout).logits
+        inputs["position_ids"][0, -1] += 1
+        with pytest.raises(ValueError, match="position_ids"):
+            model(**inputs, dualkv_layout=packed.layout)
+    assert expected.isfinite().all()
+
+
 def test_padding_2d_mask_is_refused():
     model, _ = model_pair("qwen3")
     packed, inputs = _packed_inputs()

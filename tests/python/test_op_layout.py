@@ -220,3 +220,12 @@ def test_copy_and_pickle_round_trip():
         assert copied.cu_seqlens.tolist() == layout.cu_seqlens.tolist()
         assert copied.cu_groups.tolist() == layout.cu_groups.tolist()
         assert copied.device == layout.device
+
+
+def test_layout_built_in_inference_mode_serves_training():
+    """Rollouts often run under torch.inference_mode; autograd saves the offsets for backward."""
+    with torch.inference_mode():
+        layout = dualkv.Layout.from_lengths(PROMPT_LENS, RESPONSE_LENS)
+    q = torch.randn(layout.num_tokens, 2, 8, requires_grad=True)
+    dualkv.attention(q, q.detach()[:, :1], q.detach()[:, :1], layout).sum().backward()
+    assert q.grad.isfinite().all()

@@ -1,5 +1,6 @@
 """dualkv.pack / pack_rows and the maps between the N-copy rows and the packed batch."""
 
+import dataclasses
 import random
 
 import pytest
@@ -243,3 +244,15 @@ def test_pack_rows_ignores_padding_ids():
     attention_mask = (input_ids >= 0).long()
     packed, _ = dualkv.pack_rows(input_ids, attention_mask, [0, 0], prompt_lengths=[2, 2])
     assert packed.input_ids.tolist() == [[5, 6, 7, 8, 9]]
+
+
+def test_batches_packed_in_inference_mode_hold_ordinary_tensors():
+    """A batch packed during rollouts (under torch.inference_mode) must serve the training step,
+    where autograd saves its token ids."""
+    input_ids, attention_mask, response_mask, group_ids, _, _ = _valid_rows()
+    with torch.inference_mode():
+        packed = dualkv.pack([[1, 2, 3]], [[[4, 5], [6]]])
+        packed_rows, row_map = dualkv.pack_rows(input_ids, attention_mask, group_ids, response_mask=response_mask)
+    tensors = [getattr(batch, f.name) for batch in (packed, packed_rows) for f in dataclasses.fields(batch)]
+    tensors += [getattr(row_map, f.name) for f in dataclasses.fields(row_map)]
+    assert not any(t.is_inference() for t in tensors if isinstance(t, torch.Tensor))
