@@ -6,15 +6,16 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
-#include "common/cli.h"
 #include "common/compare.h"
 #include "common/device_buffer.h"
 #include "common/ncopy.h"
 #include "common/runner.h"
 #include "common/synthetic_batch.h"
+#include "demo_options.h"
 
 namespace dualkv::tools {
 namespace {
@@ -25,20 +26,6 @@ constexpr const char* kUsage =
     "                   [--warmups W] [--cpu-threads K] [--seed S]\n"
     "Group g's prompt is P - g*P/(2G) tokens; with --ragged 1 response lengths are uniform in [R/2, R].\n"
     "dtype defaults to fp32 on the CPU and bf16 on CUDA.\n";
-
-DType parse_dtype(const std::string& name) {
-  if (name == "fp32") return DType::kFloat32;
-  if (name == "fp16") return DType::kFloat16;
-  if (name == "bf16") return DType::kBFloat16;
-  throw std::invalid_argument("--dtype must be fp32, fp16 or bf16, got '" + name + "'");
-}
-
-Device parse_device(const std::string& name) {
-  if (name == "cpu") return {DeviceKind::kCpu, 0};
-  if (name == "cuda") return {DeviceKind::kCuda, 0};
-  if (name == "auto") return cuda_device_available() ? Device{DeviceKind::kCuda, 0} : Device{DeviceKind::kCpu, 0};
-  throw std::invalid_argument("--device must be auto, cpu or cuda, got '" + name + "'");
-}
 
 // The (H, T) log-sum-exp of the N-copy run, moved back to packed rows (every copy of a prompt
 // row must agree, so the comparison takes each copy against its packed row).
@@ -66,29 +53,15 @@ double tflops(int64_t pairs, const BatchShape& s, double ms, double factor) {
 }
 
 int run(int argc, char** argv) {
-  Flags flags(argc, argv);
-  BatchShape shape;
-  shape.groups = flags.get_int("groups", shape.groups);
-  shape.responses = flags.get_int("n", shape.responses);
-  shape.prompt = flags.get_int("p", shape.prompt);
-  shape.response = flags.get_int("r", shape.response);
-  shape.ragged = flags.get_int("ragged", 1) != 0;
-  shape.heads = flags.get_int("heads", shape.heads);
-  shape.kv_heads = flags.get_int("kv-heads", shape.kv_heads);
-  shape.head_dim = flags.get_int("head-dim", shape.head_dim);
-  shape.seed = static_cast<uint64_t>(flags.get_int("seed", 1));
-  const Device device = parse_device(flags.get_string("device", "auto"));
-  const bool on_cuda = device.kind == DeviceKind::kCuda;
-  shape.dtype = parse_dtype(flags.get_string("dtype", on_cuda ? "bf16" : "fp32"));
-  const RunSettings timing{static_cast<int>(flags.get_int("warmups", on_cuda ? 3 : 0)),
-                           static_cast<int>(flags.get_int("repeats", on_cuda ? 10 : 1)),
-                           static_cast<int>(flags.get_int("cpu-threads", 0))};
-  if (flags.help()) {
+  const DemoOptions options = parse_demo_options(argc, argv);
+  if (options.help) {
     std::printf("%s", kUsage);
     return 0;
   }
-  flags.reject_unknown();
-  if (timing.repeats < 1 || timing.warmups < 0) throw std::invalid_argument("--repeats must be >= 1, --warmups >= 0");
+  const BatchShape& shape = options.shape;
+  const Device device = options.device;
+  const bool on_cuda = device.kind == DeviceKind::kCuda;
+  const RunSettings& timing = options.timing;
 
   const HostBatch batch = make_batch(shape);
   const NCopyLayout ncopy = make_ncopy(batch.layout);
@@ -156,6 +129,11 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return dualkv::tools::run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "dualkv_demo: not enough host memory for this batch and its N-copy comparison; "
+                 "use smaller --groups, --n, --p, --r, --heads or --head-dim\n");
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dualkv_demo: %s\n%s", e.what(), dualkv::tools::kUsage);
     return 2;

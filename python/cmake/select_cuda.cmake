@@ -20,3 +20,19 @@ if(NOT DEFINED DUALKV_ENABLE_CUDA)
                  " -> DUALKV_ENABLE_CUDA=${dualkv_cuda_default} (set DUALKV_CUDA=0/1 to choose)")
   set(DUALKV_ENABLE_CUDA ${dualkv_cuda_default} CACHE BOOL "Build the CUDA kernels")
 endif()
+
+# The architectures must be known before the root CMakeLists creates the dualkv target, whose
+# CUDA_ARCHITECTURES property is initialised then: torch's CMake package later resets
+# CMAKE_CUDA_ARCHITECTURES to OFF, and CUDAARCHS only applies at enable_language(CUDA), after the
+# target exists. An explicit -C cmake.define.CMAKE_CUDA_ARCHITECTURES=... wins, then CUDAARCHS.
+if(DUALKV_ENABLE_CUDA AND NOT CMAKE_CUDA_ARCHITECTURES)
+  if(DEFINED ENV{CUDAARCHS})
+    set(dualkv_cuda_architectures "$ENV{CUDAARCHS}")
+  else()
+    include(${CMAKE_CURRENT_LIST_DIR}/cuda_architectures.cmake)
+    dualkv_pick_cuda_architectures(dualkv_cuda_architectures)
+  endif()
+  set(CMAKE_CUDA_ARCHITECTURES "${dualkv_cuda_architectures}" CACHE STRING "CUDA architectures to compile")
+  message(STATUS "dualkv: CUDA architectures ${CMAKE_CUDA_ARCHITECTURES} (set CUDAARCHS or "
+                 "-C cmake.define.CMAKE_CUDA_ARCHITECTURES=... to choose)")
+endif()

@@ -56,9 +56,8 @@ def attention_with_lse(
     _check_arguments(q, k, v, layout, softmax_scale, deterministic)
     if softmax_scale is not None:
         softmax_scale = float(softmax_scale)
-    return torch.ops.dualkv.attention_forward(
-        q, k, v, layout.cu_seqlens, layout.cu_groups, softmax_scale, deterministic
-    )
+    cu_seqlens, cu_groups = layout._operator_offsets()
+    return torch.ops.dualkv.attention_forward(q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic)
 
 
 def _check_arguments(q, k, v, layout, softmax_scale, deterministic) -> None:
@@ -74,8 +73,23 @@ def _check_arguments(q, k, v, layout, softmax_scale, deterministic) -> None:
         raise TypeError(f"deterministic: expected a bool, got {type(deterministic).__name__}")
 
 
+def _check_fake_devices(q, cu_seqlens, cu_groups, **like_q) -> None:
+    """The device rules of the C++ kernels, for the fake kernels. PyTorch also runs a fake kernel
+    for real tensors when any argument is on the meta device; without these checks that call
+    would return uninitialised memory on q's device instead of an error."""
+    for name, offsets in (("cu_seqlens", cu_seqlens), ("cu_groups", cu_groups)):
+        if offsets.device.type != "cpu":
+            raise ValueError(f"dualkv: invalid argument '{name}': must be a CPU tensor, got device {offsets.device}")
+    for name, tensor in like_q.items():
+        if tensor.device != q.device:
+            raise ValueError(
+                f"dualkv: invalid argument '{name}.device': must match q.device ({q.device}), got {tensor.device}"
+            )
+
+
 @torch.library.register_fake("dualkv::attention_forward")
 def _attention_forward_fake(q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic):
+    _check_fake_devices(q, cu_seqlens, cu_groups, k=k, v=v)
     # Shapes and strides as the C++ kernels allocate them: out contiguous like q, lse (H, T) fp32.
     tokens, heads, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((heads, tokens), dtype=torch.float32)
@@ -83,6 +97,7 @@ def _attention_forward_fake(q, k, v, cu_seqlens, cu_groups, softmax_scale, deter
 
 @torch.library.register_fake("dualkv::attention_backward")
 def _attention_backward_fake(dout, q, k, v, out, lse, cu_seqlens, cu_groups, softmax_scale, deterministic):
+    _check_fake_devices(q, cu_seqlens, cu_groups, dout=dout, k=k, v=v, out=out, lse=lse)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
@@ -106,3 +121,15 @@ def _backward(ctx, grad_out, grad_lse):
 
 
 torch.library.register_autograd("dualkv::attention_forward", _backward, setup_context=_setup_context)
+
+
+def _double_backward(ctx, grad_dq, grad_dk, grad_dv):
+    # Without a registration here PyTorch's fallback returns zeros for the second derivative (with
+    # only a warning); a gradient of the gradient would be silently wrong, so it is an error.
+    raise NotImplementedError(
+        "dualkv.attention: double backward is not supported (differentiating dq, dk or dv, e.g. after "
+        "torch.autograd.grad(..., create_graph=True)); first-order gradients with create_graph=True are fine"
+    )
+
+
+torch.library.register_autograd("dualkv::attention_backward", _double_backward)

@@ -23,62 +23,98 @@ from . import _C
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
-def _as_int(value, name: str) -> int:
-    """An int from a Python or tensor integer; bools and floats are rejected, not truncated."""
+def _as_int32(value, name: str) -> int:
+    """An int from a Python, numpy or tensor integer; bools and floats are rejected, not truncated.
+    No length or offset can pass int32, and the C++ core cannot even receive one past int64, so
+    such a value is named here."""
     if isinstance(value, bool):
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
     try:
-        return operator.index(value)
+        result = operator.index(value)
     except TypeError:
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}") from None
+    if not _INT32_MIN <= result <= _INT32_MAX:
+        raise ValueError(f"{name}: must fit in int32 (token counts and offsets are int32), got {result}")
+    return result
 
 
 def _as_sequence(value, name: str) -> Sequence:
-    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, torch.Tensor)):
-        raise TypeError(f"{name}: expected a sequence, got {type(value).__name__}")
-    return value
+    """A list or tuple as it is; a tensor or numpy array of >= 1 dimensions as a list of its rows."""
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return value
+    if isinstance(value, torch.Tensor) or hasattr(value, "__array__"):
+        if getattr(value, "ndim", 0) >= 1:
+            return list(value)
+        raise TypeError(f"{name}: expected a sequence, got a 0-dimensional {type(value).__name__}")
+    raise TypeError(f"{name}: expected a sequence, got {type(value).__name__}")
 
 
+@torch.inference_mode(False)
 def _offsets_tensor(value, name: str) -> torch.Tensor:
-    """A 1-D int32 CPU tensor from a tensor or a sequence of ints, without silent wrap-around."""
+    """A 1-D int32 CPU tensor from a tensor or a sequence of ints, without silent wrap-around;
+    always a new tensor, never the caller's. Never an inference tensor either: a layout built
+    under torch.inference_mode (during rollouts, say) must serve training, where autograd saves
+    the offsets for the backward pass."""
     if isinstance(value, torch.Tensor):
         if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
             raise TypeError(f"{name}: expected an integer tensor, got dtype {value.dtype}")
         if value.dim() != 1:
             raise ValueError(f"{name}: expected a 1-D tensor, got {value.dim()} dimensions")
+        if value.device.type == "meta":
+            raise ValueError(f"{name}: a tensor on the meta device holds no values; pass the offsets themselves")
         values = value.detach().to("cpu", torch.int64)
-    else:
-        values = torch.tensor(
-            [_as_int(v, f"{name}[{i}]") for i, v in enumerate(_as_sequence(value, name))], dtype=torch.int64
-        )
-    if values.numel() and (values.min() < _INT32_MIN or values.max() > _INT32_MAX):
-        raise ValueError(f"{name}: offsets must fit in int32")
-    return values.to(torch.int32).contiguous()
+        outside = ((values < _INT32_MIN) | (values > _INT32_MAX)).nonzero()
+        if outside.numel():
+            index = int(outside[0])
+            raise ValueError(
+                f"{name}[{index}]: must fit in int32 (token counts and offsets are int32), got {int(values[index])}"
+            )
+        return values.to(torch.int32)
+    entries = [_as_int32(v, f"{name}[{i}]") for i, v in enumerate(_as_sequence(value, name))]
+    return torch.tensor(entries, dtype=torch.int32)
 
 
 class Layout:
     """The packed layout of G prompt groups; immutable.
 
-    Build with `Layout.from_lengths(prompt_lens, response_lens)` or
+    Build with `Layout.from_lengths(prompt_lengths, response_lengths)` or
     `Layout.from_offsets(cu_seqlens, cu_groups)`. `device` is where the per-token helpers
     (segment_ids, group_ids, position_ids) are created; the offsets themselves always stay on
-    the CPU, where the operator reads them.
+    the CPU, where the operator reads them. Every tensor or list a property returns is a new copy,
+    so writing to it cannot change the layout (whose derived values are cached).
     """
 
     def __init__(self, cu_seqlens, cu_groups, device: torch.device | str | None = None):
-        self._cu_seqlens = _offsets_tensor(cu_seqlens, "cu_seqlens")
-        self._cu_groups = _offsets_tensor(cu_groups, "cu_groups")
+        # The offsets are private copies (`_offsets_tensor` never returns the caller's tensor).
+        object.__setattr__(self, "_cu_seqlens", _offsets_tensor(cu_seqlens, "cu_seqlens"))
+        object.__setattr__(self, "_cu_groups", _offsets_tensor(cu_groups, "cu_groups"))
         _C.validate_offsets(self._cu_seqlens, self._cu_groups)
-        self._device = torch.device("cpu" if device is None else device)
+        object.__setattr__(self, "_device", torch.device("cpu" if device is None else device))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Layout is immutable: cannot set {name!r}; build a new Layout instead")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"Layout is immutable: cannot delete {name!r}")
+
+    def __reduce__(self):
+        # Rebuilt (and revalidated) from its offsets, without the cached helpers.
+        return Layout, (self._cu_seqlens, self._cu_groups, self._device)
 
     @classmethod
-    def from_lengths(cls, prompt_lens, response_lens, device: torch.device | str | None = None) -> Layout:
-        """prompt_lens: G ints (P_g >= 1); response_lens: G sequences of ints (N_g >= 1 responses,
-        each R >= 1). Groups are packed in order, each prompt followed by its responses."""
-        prompts = [_as_int(p, f"prompt_lens[{g}]") for g, p in enumerate(_as_sequence(prompt_lens, "prompt_lens"))]
+    def from_lengths(cls, prompt_lengths, response_lengths, device: torch.device | str | None = None) -> Layout:
+        """prompt_lengths: G ints (P_g >= 1); response_lengths: G sequences of ints (N_g >= 1
+        responses, each R >= 1). Lists, tuples, tensors and numpy arrays all work. Groups are
+        packed in order, each prompt followed by its responses."""
+        prompts = [
+            _as_int32(p, f"prompt_lengths[{g}]") for g, p in enumerate(_as_sequence(prompt_lengths, "prompt_lengths"))
+        ]
         responses = [
-            [_as_int(r, f"response_lens[{g}][{i}]") for i, r in enumerate(_as_sequence(group, f"response_lens[{g}]"))]
-            for g, group in enumerate(_as_sequence(response_lens, "response_lens"))
+            [
+                _as_int32(r, f"response_lengths[{g}][{i}]")
+                for i, r in enumerate(_as_sequence(group, f"response_lengths[{g}]"))
+            ]
+            for g, group in enumerate(_as_sequence(response_lengths, "response_lengths"))
         ]
         cu_seqlens, cu_groups = _C.offsets_from_lengths(prompts, responses)
         return cls(cu_seqlens, cu_groups, device)
@@ -92,15 +128,20 @@ class Layout:
         """The same layout with its per-token helpers created on `device`."""
         return Layout(self._cu_seqlens, self._cu_groups, device)
 
+    def _operator_offsets(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cu_seqlens, cu_groups) themselves, not copies, for the operator calls of this package,
+        which only read them."""
+        return self._cu_seqlens, self._cu_groups
+
     @property
     def cu_seqlens(self) -> torch.Tensor:
-        """(S+1,) int32 CPU segment offsets."""
-        return self._cu_seqlens
+        """(S+1,) int32 CPU segment offsets (a copy)."""
+        return self._cu_seqlens.clone()
 
     @property
     def cu_groups(self) -> torch.Tensor:
-        """(G+1,) int32 CPU indices of each group's first (prompt) segment."""
-        return self._cu_groups
+        """(G+1,) int32 CPU indices of each group's first (prompt) segment (a copy)."""
+        return self._cu_groups.clone()
 
     @property
     def device(self) -> torch.device:
@@ -118,38 +159,65 @@ class Layout:
     def num_tokens(self) -> int:
         return int(self._cu_seqlens[-1])
 
-    @functools.cached_property
-    def _segment_lengths(self) -> list[int]:
-        return self._cu_seqlens.diff().tolist()
-
-    @functools.cached_property
+    @property
     def prompt_lengths(self) -> list[int]:
         """P_g per group."""
-        return [self._segment_lengths[s] for s in self._cu_groups[:-1].tolist()]
+        return list(self._prompt_lengths)
 
-    @functools.cached_property
+    @property
     def response_lengths(self) -> list[list[int]]:
         """R_g,i per group, in packing order."""
-        bounds = self._cu_groups.tolist()
-        return [self._segment_lengths[first + 1 : end] for first, end in itertools.pairwise(bounds)]
+        return [list(group) for group in self._response_lengths]
 
-    @functools.cached_property
+    @property
     def segment_ids(self) -> torch.Tensor:
         """(T,) int64: the segment (prompt or response, numbered in packed order) of each token."""
+        return self._segment_ids.clone()
+
+    @property
+    def group_ids(self) -> torch.Tensor:
+        """(T,) int64: the group of each token."""
+        return self._group_ids.clone()
+
+    @property
+    def position_ids(self) -> torch.Tensor:
+        """(T,) int64: prompt tokens 0..P_g-1; every response restarts at P_g (P_g..P_g+R-1),
+        so each response sees the positions it has in its own [prompt; response] sequence."""
+        return self._position_ids.clone()
+
+    def _position_ids_on(self, device: torch.device) -> torch.Tensor:
+        """The cached position ids on `device` (not a copy: for comparisons within the package)."""
+        cache = self.__dict__.setdefault("_position_ids_by_device", {})
+        if device not in cache:
+            cache[device] = self._position_ids.to(device)
+        return cache[device]
+
+    @functools.cached_property
+    def _segment_lengths(self) -> tuple[int, ...]:
+        return tuple(self._cu_seqlens.diff().tolist())
+
+    @functools.cached_property
+    def _prompt_lengths(self) -> tuple[int, ...]:
+        return tuple(self._segment_lengths[s] for s in self._cu_groups[:-1].tolist())
+
+    @functools.cached_property
+    def _response_lengths(self) -> tuple[tuple[int, ...], ...]:
+        bounds = self._cu_groups.tolist()
+        return tuple(self._segment_lengths[first + 1 : end] for first, end in itertools.pairwise(bounds))
+
+    @functools.cached_property
+    def _segment_ids(self) -> torch.Tensor:
         lengths = self._cu_seqlens.diff().long()
         return torch.repeat_interleave(torch.arange(self.num_segments), lengths).to(self._device)
 
     @functools.cached_property
-    def group_ids(self) -> torch.Tensor:
-        """(T,) int64: the group of each token."""
+    def _group_ids(self) -> torch.Tensor:
         segments_per_group = self._cu_groups.diff().long()
         group_of_segment = torch.repeat_interleave(torch.arange(self.num_groups), segments_per_group)
-        return group_of_segment.to(self._device)[self.segment_ids]
+        return group_of_segment.to(self._device)[self._segment_ids]
 
     @functools.cached_property
-    def position_ids(self) -> torch.Tensor:
-        """(T,) int64: prompt tokens 0..P_g-1; every response restarts at P_g (P_g..P_g+R-1),
-        so each response sees the positions it has in its own [prompt; response] sequence."""
+    def _position_ids(self) -> torch.Tensor:
         segments_per_group = self._cu_groups.diff().long()
         segment_start = self._cu_seqlens[:-1].long()
         prompt_length = self._cu_seqlens.diff().long()[self._cu_groups[:-1].long()]
@@ -158,7 +226,7 @@ class Layout:
         # A segment's first token has position 0 (prompt) or P_g (response).
         first_position = torch.repeat_interleave(prompt_length, segments_per_group) * is_response
         offset = (first_position - segment_start).to(self._device)
-        return torch.arange(self.num_tokens, device=self._device) + offset[self.segment_ids]
+        return torch.arange(self.num_tokens, device=self._device) + offset[self._segment_ids]
 
     def __repr__(self) -> str:
         return (

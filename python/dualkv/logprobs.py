@@ -11,6 +11,8 @@ Results are (num_responses, max_R) float32 in packing order, zeros past each res
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .packing import PackedBatch
@@ -101,8 +103,13 @@ class _Scoring:
         first_row: int,
         num_rows: int,
     ):
-        if not temperature > 0:
-            raise ValueError(f"temperature: must be > 0, got {temperature}")
+        if not isinstance(packed, PackedBatch):
+            raise TypeError(f"packed: expected a dualkv.PackedBatch, got {type(packed).__name__}")
+        # An infinite temperature would make every distribution uniform without a word.
+        if not (math.isfinite(temperature) and temperature > 0):
+            raise ValueError(f"temperature: must be finite and > 0, got {temperature}")
+        if chunk_rows is not None and (isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int)):
+            raise TypeError(f"chunk_rows: expected an int or None, got {type(chunk_rows).__name__}")
         if chunk_rows is not None and chunk_rows < 1:
             raise ValueError(f"chunk_rows: must be >= 1, got {chunk_rows}")
         mask = packed.response_mask.to(device)

@@ -8,6 +8,9 @@ log-probs are equal to the N-copy ones, these losses are equal to the N-copy los
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 
 AGGREGATION_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
@@ -24,8 +27,28 @@ __all__ = [
 ]
 
 
+def _real(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}: expected a real number, got {type(value).__name__}")
+    return float(value)
+
+
+def _check_tensor(name: str, value, dim: int | None = None) -> None:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(value).__name__}")
+    if dim is not None and value.dim() != dim:
+        raise ValueError(f"{name}: expected a {dim}-D tensor, got shape {tuple(value.shape)}")
+
+
+def _check_mask(response_mask: torch.Tensor) -> None:
+    """A mask selects tokens: other values would silently weight them."""
+    if response_mask.dtype != torch.bool and not bool(((response_mask == 0) | (response_mask == 1)).all()):
+        raise ValueError("response_mask: must be boolean or hold only 0 and 1")
+
+
 def _check_same_shape(reference_name: str, reference: torch.Tensor, **others: torch.Tensor) -> None:
     for name, tensor in others.items():
+        _check_tensor(name, tensor)
         if tensor.shape != reference.shape:
             raise ValueError(
                 f"{name}: shape {tuple(tensor.shape)} must equal the shape of {reference_name} {tuple(reference.shape)}"
@@ -46,11 +69,12 @@ def group_advantages(
     as in the GRPO paper; a group with a single response has advantage 0 (no baseline to compare
     against), not NaN. Returns (num_responses,) float32.
     """
-    if rewards.dim() != 1:
-        raise ValueError(f"rewards: expected a 1-D tensor (num_responses,), got shape {tuple(rewards.shape)}")
+    _check_tensor("rewards", rewards, dim=1)
     _check_same_shape("rewards", rewards, group_ids=group_ids)
     if group_ids.dtype.is_floating_point or group_ids.dtype == torch.bool:
         raise ValueError(f"group_ids: expected an integer tensor, got {group_ids.dtype}")
+    if not (math.isfinite(_real("eps", eps)) and eps >= 0):
+        raise ValueError(f"eps: must be finite and >= 0, got {eps}")
     rewards = rewards.float()
     _, group_of = torch.unique(group_ids, return_inverse=True)
     num_groups = int(group_of.max()) + 1 if group_of.numel() else 0
@@ -85,14 +109,18 @@ def clipped_policy_loss(
     advantages: (num_responses,) per response or (num_responses, max_R) per token.
     Returns (num_responses, max_R) float32; aggregate it with `aggregate_tokens`.
     """
+    _check_tensor("logprobs", logprobs, dim=2)
     _check_same_shape("logprobs", logprobs, old_logprobs=old_logprobs)
+    _check_tensor("advantages", advantages)
     if clip_high is None:
         clip_high = clip_low
-    if not (0.0 <= clip_low < 1.0):
+    # Written so that NaN fails every rule (a NaN bound would make the loss NaN); an infinite
+    # clip_high or clip_c means no bound.
+    if not (0.0 <= _real("clip_low", clip_low) < 1.0):
         raise ValueError(f"clip_low: must be in [0, 1), got {clip_low}")
-    if clip_high < 0.0:
+    if not _real("clip_high", clip_high) >= 0.0:
         raise ValueError(f"clip_high: must be >= 0, got {clip_high}")
-    if clip_c is not None and clip_c <= 1.0:
+    if clip_c is not None and not _real("clip_c", clip_c) > 1.0:
         raise ValueError(f"clip_c: the dual-clip bound must be > 1, got {clip_c}")
     advantages = _per_token(advantages, logprobs, "advantages")
     ratio = torch.exp(logprobs.float() - old_logprobs.float())
@@ -111,6 +139,7 @@ def kl_divergence(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator:
     "k3": exp(ref - logprobs) - (ref - logprobs) - 1 (unbiased, low variance, >= 0; GRPO's choice).
     Returns (num_responses, max_R) float32.
     """
+    _check_tensor("logprobs", logprobs)
     _check_same_shape("logprobs", logprobs, ref_logprobs=ref_logprobs)
     log_ratio = ref_logprobs.float() - logprobs.float()
     if estimator == "k1":
@@ -128,9 +157,9 @@ def aggregate_tokens(values: torch.Tensor, response_mask: torch.Tensor, mode: st
     "seq-mean-token-mean": mean over responses of each response's masked mean (original GRPO).
     A response with no masked token contributes 0 to the sequence means; an all-empty mask gives 0.
     """
+    _check_tensor("values", values, dim=2)
     _check_same_shape("values", values, response_mask=response_mask)
-    if values.dim() != 2:
-        raise ValueError(f"values: expected (num_responses, max_R), got shape {tuple(values.shape)}")
+    _check_mask(response_mask)
     mask = response_mask.to(values.dtype)
     masked = values * mask
     if mode == "token-mean":
@@ -162,6 +191,8 @@ def policy_loss(
     DAPO: clip_low=0.2, clip_high=0.28, aggregation="token-mean", kl_coef=0.
     Aggregation is linear, so this equals aggregating the two terms separately and adding them.
     """
+    if not (math.isfinite(_real("kl_coef", kl_coef)) and kl_coef >= 0.0):
+        raise ValueError(f"kl_coef: must be finite and >= 0, got {kl_coef}")
     loss = clipped_policy_loss(
         logprobs, old_logprobs, advantages, clip_low=clip_low, clip_high=clip_high, clip_c=clip_c
     )

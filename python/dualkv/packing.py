@@ -100,6 +100,9 @@ class RowMap:
         return tuple(self.token_index.shape)
 
 
+# Both entry points build ordinary tensors even under torch.inference_mode (rollouts often run
+# there): a packed batch serves the training step too, where autograd saves its token ids.
+@torch.inference_mode(False)
 def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence[int]]]) -> PackedBatch:
     """Packs G prompts and their responses: prompts[g] is a token-id sequence (list or 1-D tensor),
     responses[g] a non-empty list of token-id sequences sampled from prompts[g]."""
@@ -122,6 +125,7 @@ def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence
     )
 
 
+@torch.inference_mode(False)
 def pack_rows(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
@@ -149,6 +153,7 @@ def pack_rows(
     num_rows, row_length = input_ids.shape
     group_ids = _check_per_row(group_ids, "group_ids", num_rows)
     real = attention_mask.bool()
+    _check_token_ids(input_ids[real], "input_ids")  # padding may hold anything
     starts, ends = _real_token_spans(real)
     if (response_mask is None) == (prompt_lengths is None):
         raise ValueError("response_mask, prompt_lengths: pass exactly one of them")
@@ -281,12 +286,23 @@ def _packed_batch(input_ids: torch.Tensor, prompt_lengths: list[int], response_l
 
 
 def _token_tensor(tokens: Sequence[int] | torch.Tensor, name: str) -> torch.Tensor:
-    tensor = torch.as_tensor(tokens)
+    try:
+        tensor = torch.as_tensor(tokens)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name}: expected a sequence of token ids, got {type(tokens).__name__}") from None
     if tensor.dim() != 1 or tensor.numel() == 0:
         raise ValueError(f"{name}: expected a non-empty 1-D sequence of token ids, got shape {tuple(tensor.shape)}")
-    if tensor.dtype.is_floating_point or tensor.dtype == torch.bool:
-        raise ValueError(f"{name}: expected integer token ids, got {tensor.dtype}")
+    _check_token_ids(tensor, name)
     return tensor.long().cpu()
+
+
+def _check_token_ids(tensor: torch.Tensor, name: str) -> None:
+    """Integer ids, none negative: a negative id indexes an embedding from its end or fails on the
+    device, far from the call that introduced it."""
+    if tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype == torch.bool:
+        raise ValueError(f"{name}: expected integer token ids, got {tensor.dtype}")
+    if tensor.numel() and int(tensor.min()) < 0:
+        raise ValueError(f"{name}: token ids must be >= 0, got {int(tensor.min())}")
 
 
 def _check_rows_tensor(tensor: torch.Tensor, name: str, like: torch.Tensor | None = None) -> torch.Tensor:
@@ -295,8 +311,6 @@ def _check_rows_tensor(tensor: torch.Tensor, name: str, like: torch.Tensor | Non
         raise ValueError(f"{name}: expected a (B, L) tensor, got {shape}")
     if like is not None and tensor.shape != like.shape:
         raise ValueError(f"{name}: shape {tuple(tensor.shape)} must equal input_ids' {tuple(like.shape)}")
-    if tensor.dtype.is_floating_point and name == "input_ids":
-        raise ValueError(f"input_ids: expected integer token ids, got {tensor.dtype}")
     return tensor.cpu()
 
 

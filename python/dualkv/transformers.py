@@ -12,26 +12,39 @@ runs a decoder on the packed batch. `dualkv_layout` travels to every attention l
 transformers' **kwargs plumbing. Norms, projections, MLPs, MoE routing and RoPE are per token, so
 only attention needs the layout; RoPE gets it through the restarted `position_ids`.
 
+The layout is the mask, so none is built: "dualkv"'s entry in transformers' AttentionMaskInterface
+returns None. That entry is also where a caller's 2-D attention_mask arrives (transformers drops it
+before the attention function): one with a padding zero is refused, since the packed batch has no
+padding to mask. The position ids RoPE used are checked against the layout's once per forward pass:
+without them (or with the N-copy ones) every response would sit after all earlier responses.
+Under torch.compile neither value check runs (both need the values on the host).
+
+On first use per device, dtype and head shape, the attention operator checks itself against the
+N-copy computation (`dualkv.check.check_attention`, a few milliseconds) and raises if it fails, so
+a broken build or driver cannot train silently. DUALKV_SELF_CHECK=0 turns that off.
+
 Sequence parallelism: a `dualkv.distributed.SequenceParallelLayout` as `dualkv_layout` (see
 `dualkv.distributed.shard_sequence`) means the inputs are this rank's rows of the stream and the
 layout is global; attention then runs Ulysses over the layout's process group.
-
-No attention mask is built for "dualkv": transformers (5.x) builds a mask only for
-implementations registered in its AttentionMaskInterface, and returns None for the others; so
-"dualkv" is deliberately left out of that registry, and the layout is the mask.
 """
 
 from __future__ import annotations
 
+import os
+import weakref
+
 import torch
 from transformers import AttentionInterface
+from transformers.masking_utils import AttentionMaskInterface
 
-from . import attention
+from . import attention, check
+from ._layout import Layout
 from .distributed import SequenceParallelLayout, ulysses_attention
 
-__all__ = ["ATTENTION_NAME", "dualkv_attention_forward"]
+__all__ = ["ATTENTION_NAME", "SELF_CHECK_VARIABLE", "dualkv_attention_forward"]
 
 ATTENTION_NAME = "dualkv"
+SELF_CHECK_VARIABLE = "DUALKV_SELF_CHECK"
 
 
 def dualkv_attention_forward(
@@ -53,6 +66,19 @@ def dualkv_attention_forward(
         raise ValueError(
             "dualkv_layout: attn_implementation='dualkv' needs the packed layout; call "
             "model(input_ids=packed.input_ids, position_ids=packed.position_ids, dualkv_layout=packed.layout)"
+        )
+    if isinstance(dualkv_layout, SequenceParallelLayout):
+        # This rank's position ids are a shard of the stream's; shard_sequence made them, and
+        # only the whole stream's are checked against the layout (see docs/decisions.md).
+        if not isinstance(dualkv_layout.layout, Layout):
+            raise TypeError(
+                f"dualkv_layout.layout: expected a dualkv.Layout, got {type(dualkv_layout.layout).__name__}"
+            )
+    elif isinstance(dualkv_layout, Layout):
+        _check_position_ids(kwargs.get("position_ids"), dualkv_layout)
+    else:
+        raise TypeError(
+            f"dualkv_layout: expected a dualkv.Layout or SequenceParallelLayout, got {type(dualkv_layout).__name__}"
         )
     if attention_mask is not None:
         raise ValueError(
@@ -82,6 +108,8 @@ def dualkv_attention_forward(
     out = _attend(
         query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1), dualkv_layout, softmax_scale=scaling
     )
+    # After the call, so that arguments the operator refuses are reported as such, not as a failed check.
+    _self_check_once(query.device, query.dtype, query.shape[1], key.shape[1], query.shape[3])
     return out.unsqueeze(0), None
 
 
@@ -94,4 +122,73 @@ def _attend(q, k, v, dualkv_layout, *, softmax_scale):
     return attention(q, k, v, dualkv_layout, softmax_scale=softmax_scale)
 
 
+# (device, dtype, heads, kv_heads, head_dim) whose self-check passed in this process.
+_self_checked: set = set()
+
+
+def _self_check_once(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int) -> None:
+    key = (device, dtype, heads, kv_heads, head_dim)
+    if key in _self_checked or os.environ.get(SELF_CHECK_VARIABLE, "1") == "0":
+        return
+    if torch.compiler.is_compiling() or device.type == "meta":  # no values to check
+        return
+    result = check.check_attention(device, dtype, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+    if not result.passed:
+        raise RuntimeError(
+            "dualkv: the attention operator failed its self-check on this machine, so its results cannot be "
+            f"trusted here:\n{result.report()}\nRun `python -m dualkv.check` to see the whole check, and report "
+            f"it with that output. {SELF_CHECK_VARIABLE}=0 skips the check."
+        )
+    _self_checked.add(key)
+
+
+# Per layout, the position_ids tensor (weakly) and its version last found equal to the layout's:
+# every layer of one forward pass gets the same tensor, so only the first layer compares values.
+_verified_position_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _check_position_ids(position_ids: torch.Tensor | None, layout: Layout) -> None:
+    if position_ids is None:
+        raise ValueError(
+            "position_ids: this model does not pass position ids to its attention layers, so dualkv cannot check "
+            "that its rotary embeddings used the layout's positions"
+        )
+    if torch.compiler.is_compiling():
+        return
+    # Inference tensors have no version counter, so an in-place change could not be seen: they
+    # are compared in every layer.
+    version = None if position_ids.is_inference() else position_ids._version
+    verified = _verified_position_ids.get(layout)
+    if version is not None and verified is not None and verified[0]() is position_ids and verified[1] == version:
+        return
+    expected = layout._position_ids_on(position_ids.device)
+    flat = position_ids[0] if position_ids.dim() == 2 and position_ids.shape[0] == 1 else position_ids
+    if flat.shape != expected.shape or not torch.equal(flat, expected):
+        raise ValueError(
+            "position_ids: must be the packed layout's positions (prompt 0..P-1, every response restarting at P), "
+            f"i.e. model(..., position_ids=packed.position_ids); got {_first_difference(flat, expected)}"
+        )
+    if version is not None:
+        _verified_position_ids[layout] = (weakref.ref(position_ids), version)
+
+
+def _first_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
+    if got.shape != expected.shape:
+        return f"shape {tuple(got.shape)} for {expected.numel()} packed tokens"
+    token = int((got != expected).nonzero()[0, 0])
+    return f"position {int(got[token])} at packed token {token}, where the layout has {int(expected[token])}"
+
+
+def _refuse_padding_mask(*args, attention_mask: torch.Tensor | None = None, **kwargs) -> None:
+    """transformers' mask builder for "dualkv": attention_mask is the caller's 2-D padding mask
+    (as bool) or None. A packed batch has no padding, so only an all-true mask means anything;
+    the mask it returns is None, since the layout is the mask."""
+    if attention_mask is not None and not torch.compiler.is_compiling() and not bool(attention_mask.all()):
+        raise ValueError(
+            "attention_mask: must be None (or all ones) with attn_implementation='dualkv': the packed layout "
+            "defines the mask and a packed batch has no padding; got a mask with zeros"
+        )
+
+
 AttentionInterface.register(ATTENTION_NAME, dualkv_attention_forward)
+AttentionMaskInterface.register(ATTENTION_NAME, _refuse_padding_mask)

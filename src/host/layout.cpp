@@ -53,22 +53,25 @@ Layout Layout::from_lengths(const std::vector<int64_t>& prompt_lengths,
   std::vector<int32_t> cu_seqlens{0};
   std::vector<int32_t> cu_groups{0};
   int64_t total = 0;
-  auto append_segment = [&](int64_t length, const std::string& argument, const char* overflow_argument) {
+  // The total stays <= kMaxTokens before each addition and a length is < 2^63, so the sum cannot
+  // overflow int64; the error names the length that carries it past int32.
+  auto append_segment = [&](int64_t length, const std::string& argument) {
     if (length < 1) throw Error(argument, "must be >= 1, got " + std::to_string(length));
-    total += length;
-    if (total > kMaxTokens) {
-      throw Error(overflow_argument, "total tokens exceed the int32 range (" + std::to_string(kMaxTokens) + ")");
+    const uint64_t new_total = static_cast<uint64_t>(total) + static_cast<uint64_t>(length);
+    if (new_total > static_cast<uint64_t>(kMaxTokens)) {
+      throw Error(argument, "brings the total to " + std::to_string(new_total) + ", past the int32 range (" +
+                                std::to_string(kMaxTokens) + " tokens)");
     }
+    total = static_cast<int64_t>(new_total);
     cu_seqlens.push_back(static_cast<int32_t>(total));
   };
   for (size_t g = 0; g < prompt_lengths.size(); ++g) {
-    append_segment(prompt_lengths[g], indexed("prompt_lengths", g), "prompt_lengths");
+    append_segment(prompt_lengths[g], indexed("prompt_lengths", g));
     if (response_lengths[g].empty()) {
       throw Error(indexed("response_lengths", g), "group " + std::to_string(g) + " must have at least one response");
     }
     for (size_t i = 0; i < response_lengths[g].size(); ++i) {
-      append_segment(response_lengths[g][i], indexed("response_lengths", g) + "[" + std::to_string(i) + "]",
-                     "response_lengths");
+      append_segment(response_lengths[g][i], indexed("response_lengths", g) + "[" + std::to_string(i) + "]");
     }
     cu_groups.push_back(static_cast<int32_t>(cu_seqlens.size() - 1));
   }

@@ -1,5 +1,8 @@
-// Host validation (design section 5). Order: scalars, then each tensor's own rules, then the
-// relations between tensors, then memory overlap of outputs. Every violation names its argument.
+// Host validation (design section 5). Order: each tensor's own rules, then the relations between
+// tensors, then scalars, then memory overlap of outputs. Every violation names its argument.
+// Shapes come before data pointers and the softmax scale because an empty tensor has a null
+// pointer and a head_dim of 0 makes the default scale infinite: the shape is what the caller got
+// wrong, so it is what the error names.
 #include "host/validate.h"
 
 #include <algorithm>
@@ -100,7 +103,6 @@ struct Expected {
 
 template <typename Pointer>
 void check_tensor(const std::string& name, const TokenHeadTensor<Pointer>& t, const Expected& e) {
-  if (t.data == nullptr) throw Error(name, "data pointer must not be null");
   if (t.tokens != e.tokens) {
     throw Error(field(name, "tokens"),
                 "must equal the layout's total_tokens (" + num(e.tokens) + "), got " + num(t.tokens));
@@ -124,6 +126,7 @@ void check_tensor(const std::string& name, const TokenHeadTensor<Pointer>& t, co
     throw Error(field(name, "device"),
                 "must match q.device (" + device_name(e.device) + "), got " + device_name(t.device));
   }
+  if (t.data == nullptr) throw Error(name, "data pointer must not be null");
   check_strides(name, {{t.token_stride, t.tokens, "token_stride"},
                        {t.head_stride, t.heads, "head_stride"},
                        {1, t.head_dim, "head_dim"}});
@@ -131,7 +134,6 @@ void check_tensor(const std::string& name, const TokenHeadTensor<Pointer>& t, co
 
 template <typename Pointer>
 void check_lse(const std::string& name, const LseTensor<Pointer>& lse, int64_t tokens, int64_t heads, Device device) {
-  if (lse.data == nullptr) throw Error(name, "data pointer must not be null");
   if (lse.tokens != tokens) {
     throw Error(field(name, "tokens"),
                 "must equal the layout's total_tokens (" + num(tokens) + "), got " + num(lse.tokens));
@@ -142,6 +144,7 @@ void check_lse(const std::string& name, const LseTensor<Pointer>& lse, int64_t t
     throw Error(field(name, "device"),
                 "must match q.device (" + device_name(device) + "), got " + device_name(lse.device));
   }
+  if (lse.data == nullptr) throw Error(name, "data pointer must not be null");
   if (heads > 1 && lse.head_stride < tokens) {
     throw Error(field(name, "head_stride"), "must be >= lse.tokens (" + num(tokens) + "), got " + num(lse.head_stride));
   }
@@ -213,7 +216,6 @@ struct QkvShape {
 
 QkvShape check_qkv(const Layout& layout, const InputTensor& q, const InputTensor& k, const InputTensor& v) {
   const int64_t tokens = layout.total_tokens();
-  if (q.data == nullptr) throw Error("q", "data pointer must not be null");
   check_device("q", q.device);
   check_tensor("q", q, {tokens, 0, 0, q.dtype, q.device, "q"});
   check_tensor("k", k, {tokens, 0, q.head_dim, q.dtype, q.device, "q"});
@@ -229,25 +231,25 @@ QkvShape check_qkv(const Layout& layout, const InputTensor& q, const InputTensor
 }  // namespace
 
 void validate_forward(const Layout& layout, const ForwardParams& p) {
-  check_scale(p.softmax_scale);
   const QkvShape shape = check_qkv(layout, p.q, p.k, p.v);
-  check_options(p.options, p.q.device);
   check_tensor("out", p.out, shape.like_q);
   check_lse("lse", p.lse, layout.total_tokens(), p.q.heads, p.q.device);
+  check_scale(p.softmax_scale);
+  check_options(p.options, p.q.device);
   check_no_overlap({footprint("out", p.out), footprint("lse", p.lse)},
                    {footprint("q", p.q), footprint("k", p.k), footprint("v", p.v)});
 }
 
 void validate_backward(const Layout& layout, const BackwardParams& p) {
-  check_scale(p.softmax_scale);
   const QkvShape shape = check_qkv(layout, p.q, p.k, p.v);
-  check_options(p.options, p.q.device);
   check_tensor("out", p.out, shape.like_q);
   check_tensor("dout", p.dout, shape.like_q);
   check_lse("lse", p.lse, layout.total_tokens(), p.q.heads, p.q.device);
   check_tensor("dq", p.dq, shape.like_q);
   check_tensor("dk", p.dk, shape.like_k);
   check_tensor("dv", p.dv, shape.like_k);
+  check_scale(p.softmax_scale);
+  check_options(p.options, p.q.device);
   check_no_overlap({footprint("dq", p.dq), footprint("dk", p.dk), footprint("dv", p.dv)},
                    {footprint("q", p.q), footprint("k", p.k), footprint("v", p.v), footprint("out", p.out),
                     footprint("dout", p.dout), footprint("lse", p.lse)});

@@ -100,6 +100,14 @@ void add_tensor_rules(std::vector<AttentionRule>& rules, const std::string& name
       "NullData", [member](Params& p) { (p.*member).data = nullptr; }, name, "null");
   add(
       "TokensNotTotal", [member](Params& p) { (p.*member).tokens += 1; }, name + ".tokens", "total_tokens");
+  // An empty tensor (what torch passes for zero tokens) has a null pointer: the shape is named.
+  add(
+      "NoTokensNullData",
+      [member](Params& p) {
+        (p.*member).tokens = 0;
+        (p.*member).data = nullptr;
+      },
+      name + ".tokens", "total_tokens");
   add(
       "ZeroTokenStride", [member](Params& p) { (p.*member).token_stride = 0; }, name + ".token_stride", ">= 1");
   add(
@@ -136,6 +144,21 @@ void add_tensor_rules(std::vector<AttentionRule>& rules, const std::string& name
       add("HeadsNotMultipleOfKvHeads", set_heads(kv_heads + 1), "q.heads", "multiple");
       add(
           "ZeroHeadDim", [member](Params& p) { (p.*member).head_dim = 0; }, "q.head_dim", "256");
+      // The scale a caller gets by default for head_dim 0 is infinite; the head_dim is at fault.
+      add(
+          "ZeroHeadDimDefaultScale",
+          [member](Params& p) {
+            (p.*member).head_dim = 0;
+            p.softmax_scale = dualkv::default_softmax_scale(0);
+          },
+          "q.head_dim", "256");
+      add(
+          "NoHeadsNullData",
+          [member](Params& p) {
+            (p.*member).heads = 0;
+            (p.*member).data = nullptr;
+          },
+          "q.heads", ">= 1");
       add(
           "HeadDimAbove256",
           [member](Params& p) {
@@ -179,6 +202,13 @@ void add_lse_rules(std::vector<AttentionRule>& rules, Lse Params::*member) {
       "NullData", [member](Params& p) { (p.*member).data = nullptr; }, "lse", "null");
   add(
       "TokensNotTotal", [member](Params& p) { (p.*member).tokens += 1; }, "lse.tokens", "total_tokens");
+  add(
+      "NoTokensNullData",
+      [member](Params& p) {
+        (p.*member).tokens = 0;
+        (p.*member).data = nullptr;
+      },
+      "lse.tokens", "total_tokens");
   add(
       "HeadsNotQHeads", [member](Params& p) { (p.*member).heads /= 2; }, "lse.heads", "q.heads");
   add(

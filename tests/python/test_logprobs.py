@@ -193,6 +193,8 @@ def test_nan_logits_propagate():
         (lambda p, x: dualkv.response_logprobs(x, p, temperature=0.0), "temperature"),
         (lambda p, x: dualkv.response_logprobs(x[:, :3], p), r"vocabulary"),
         (lambda p, x: dualkv.response_logprobs(x, p, chunk_rows=0), "chunk_rows"),
+        # An infinite temperature would make every distribution uniform.
+        (lambda p, x: dualkv.response_logprobs(x, p, temperature=float("inf")), "temperature: must be finite"),
         (lambda p, x: dualkv.response_logprobs_from_hidden(x, torch.zeros(VOCAB, 5), p), "lm_head_weight"),
         (
             lambda p, x: dualkv.response_logprobs_from_hidden(x[None, :-2], torch.zeros(VOCAB, VOCAB), p),
@@ -204,4 +206,19 @@ def test_bad_arguments_name_the_argument(call, message):
     prompts, responses = _rollouts(12)
     packed = dualkv.pack(prompts, responses)
     with pytest.raises(ValueError, match=message):
+        call(packed, torch.randn(packed.num_tokens, VOCAB))
+
+
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (lambda p, x: dualkv.response_logprobs(x, p, chunk_rows=True), "chunk_rows"),
+        (lambda p, x: dualkv.response_logprobs(x, p, chunk_rows=2.5), "chunk_rows"),
+        (lambda p, x: dualkv.response_logprobs(x, p.layout), "packed"),
+    ],
+)
+def test_wrong_types_name_the_argument(call, argument):
+    prompts, responses = _rollouts(13)
+    packed = dualkv.pack(prompts, responses)
+    with pytest.raises(TypeError, match=f"^{argument}: expected"):
         call(packed, torch.randn(packed.num_tokens, VOCAB))

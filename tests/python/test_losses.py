@@ -180,9 +180,41 @@ def test_gradient_flows_only_through_unclipped_tokens():
         (lambda lp, m: losses.policy_loss(lp, lp, torch.zeros(lp.shape[0]), m, kl_coef=0.1), "ref_logprobs"),
         (lambda lp, m: losses.clipped_policy_loss(lp, lp, torch.zeros(lp.shape[0]), clip_c=0.5), "clip_c"),
         (lambda lp, m: losses.group_advantages(lp[:, 0], lp[:, 0]), "group_ids"),
+        # NaN options would make the loss NaN; a negative eps can divide by zero; a mask holding
+        # other values than 0 and 1 would weight tokens; a 1-D logprobs is not a response layout.
+        (lambda lp, m: losses.clipped_policy_loss(lp, lp, lp[:, 0], clip_high=float("nan")), "clip_high: must be"),
+        (lambda lp, m: losses.clipped_policy_loss(lp, lp, lp[:, 0], clip_c=float("nan")), "clip_c: the dual-clip"),
+        (lambda lp, m: losses.policy_loss(lp, lp, lp[:, 0], m, ref_logprobs=lp, kl_coef=float("nan")), "kl_coef"),
+        (lambda lp, m: losses.policy_loss(lp, lp, lp[:, 0], m, ref_logprobs=lp, kl_coef=-0.1), "kl_coef"),
+        (lambda lp, m: losses.group_advantages(lp[:, 0], m[:, 0].long(), eps=float("nan")), "eps: must be"),
+        (lambda lp, m: losses.group_advantages(lp[:, 0], m[:, 0].long(), eps=-1e-6), "eps: must be"),
+        (lambda lp, m: losses.aggregate_tokens(lp, m.float() * 2), "response_mask: must be boolean or hold only"),
+        (lambda lp, m: losses.clipped_policy_loss(lp[0], lp[0], lp[:, 0]), "logprobs: expected a 2-D tensor"),
     ],
 )
 def test_bad_arguments_name_the_argument(call, message):
     lp, _, _, _, mask = _ragged_batch(seed=1)
     with pytest.raises(ValueError, match=message):
+        call(lp, mask)
+
+
+def test_float_zero_one_mask_equals_bool_mask():
+    lp, _, _, _, mask = _ragged_batch(seed=3)
+    for mode in losses.AGGREGATION_MODES:
+        assert losses.aggregate_tokens(lp, mask.float(), mode) == losses.aggregate_tokens(lp, mask, mode)
+
+
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (lambda lp, m: losses.group_advantages(lp[:, 0].tolist(), m[:, 0].long()), "rewards"),
+        (lambda lp, m: losses.clipped_policy_loss(lp, lp, lp[:, 0], clip_low="0.2"), "clip_low"),
+        (lambda lp, m: losses.clipped_policy_loss(lp, lp, lp[:, 0].tolist()), "advantages"),
+        (lambda lp, m: losses.kl_divergence(lp, lp.tolist()), "ref_logprobs"),
+        (lambda lp, m: losses.policy_loss(lp, lp, lp[:, 0], m, ref_logprobs=lp, kl_coef=True), "kl_coef"),
+    ],
+)
+def test_wrong_types_name_the_argument(call, argument):
+    lp, _, _, _, mask = _ragged_batch(seed=1)
+    with pytest.raises(TypeError, match=f"^{argument}: expected"):
         call(lp, mask)

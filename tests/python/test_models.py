@@ -165,8 +165,83 @@ def test_prepared_4d_mask_is_refused():
         model(**inputs, attention_mask=mask, dualkv_layout=packed.layout)
 
 
+def test_missing_position_ids_is_a_clear_error():
+    """transformers would use 0..T-1, placing every response after all earlier ones."""
+    model, _ = model_pair("qwen3")
+    packed, _ = _packed_inputs()
+    with pytest.raises(ValueError, match="position_ids: must be the packed layout's positions"):
+        model(input_ids=packed.input_ids, dualkv_layout=packed.layout, use_cache=False)
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_wrong_position_ids_are_a_clear_error(name):
+    model, _ = model_pair(name)
+    packed, inputs = _packed_inputs()
+    inputs["position_ids"] = packed.position_ids + 1
+    with pytest.raises(ValueError, match="position_ids: .* at packed token 0, where the layout has 0"):
+        model(**inputs, dualkv_layout=packed.layout)
+
+
+def test_position_ids_changed_in_place_are_checked_again():
+    model, _ = model_pair("llama")
+    packed, inputs = _packed_inputs()
+    inputs["position_ids"] = packed.position_ids.clone()
+    model(**inputs, dualkv_layout=packed.layout)
+    inputs["position_ids"][0, -1] += 1
+    with pytest.raises(ValueError, match="position_ids"):
+        model(**inputs, dualkv_layout=packed.layout)
+
+
+def test_attention_function_needs_position_ids_and_a_layout():
+    packed, _ = _packed_inputs()
+    model, _ = model_pair("llama")
+    attention_layer = model.model.layers[0].self_attn
+    q = torch.zeros(1, 4, packed.num_tokens, 16)
+    k = v = torch.zeros(1, 2, packed.num_tokens, 16)
+    with pytest.raises(ValueError, match="position_ids: this model does not pass position ids"):
+        dualkv.transformers.dualkv_attention_forward(attention_layer, q, k, v, None, dualkv_layout=packed.layout)
+    with pytest.raises(TypeError, match="dualkv_layout: expected a dualkv.Layout, got tuple"):
+        dualkv.transformers.dualkv_attention_forward(attention_layer, q, k, v, None, dualkv_layout=(1, 2))
+
+
+def test_inference_mode_position_ids_are_checked_in_every_layer():
+    """Inference tensors have no version counter, so nothing can be cached for them."""
+    model, _ = model_pair("llama")
+    packed, inputs = _packed_inputs()
+    with torch.inference_mode():
+        inputs["position_ids"] = packed.position_ids.clone()
+        expected = model(**inputs, dualkv_layout=packed.layout).logits
+        inputs["position_ids"][0, -1] += 1
+        with pytest.raises(ValueError, match="position_ids"):
+            model(**inputs, dualkv_layout=packed.layout)
+    assert expected.isfinite().all()
+
+
+def test_padding_2d_mask_is_refused():
+    model, _ = model_pair("qwen3")
+    packed, inputs = _packed_inputs()
+    mask = torch.ones(1, packed.num_tokens, dtype=torch.long)
+    mask[0, 3] = 0
+    with pytest.raises(ValueError, match="attention_mask: must be None .* got a mask with zeros"):
+        model(**inputs, attention_mask=mask, dualkv_layout=packed.layout)
+
+
+def test_all_ones_2d_mask_changes_nothing():
+    model, _ = model_pair("qwen2")
+    packed, inputs = _packed_inputs()
+    expected = model(**inputs, dualkv_layout=packed.layout).logits
+    mask = torch.ones(1, packed.num_tokens, dtype=torch.long)
+    torch.testing.assert_close(model(**inputs, attention_mask=mask, dualkv_layout=packed.layout).logits, expected)
+
+
 @pytest.mark.parametrize("document", QUICK_STARTS, ids=lambda path: path.name)
-def test_quick_start_runs_as_written(document):
+def test_quick_start_runs_as_written(document, capsys):
+    """The blocks run in order as one script, and print what their `# prints:` comments say, so a
+    newcomer can tell that it worked."""
     blocks = re.findall(r"```python\n(.*?)```", document.read_text(), flags=re.S)
     assert blocks, f"{document} has no python block"
-    exec(compile("\n".join(blocks), str(document), "exec"), {})
+    script = "\n".join(blocks)
+    exec(compile(script, str(document), "exec"), {})
+    expected = re.findall(r"^# prints: (.*)$", script, flags=re.MULTILINE)
+    assert expected, f"{document} shows no output"
+    assert capsys.readouterr().out.splitlines() == expected

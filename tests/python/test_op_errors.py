@@ -37,6 +37,10 @@ def names(argument):
         (lambda q, k, v: (q[:-1], k[:-1], v[:-1]), "q.tokens", "total_tokens"),
         (lambda q, k, v: (q, k, v[:, :1]), "v.heads", "k.heads"),
         (lambda q, k, v: (q, k[..., :4], v), "k.head_dim", "q.head_dim"),
+        # Empty tensors have null data pointers; the default scale of head_dim 0 is infinite.
+        (lambda q, k, v: (q[:0], k, v), "q.tokens", "total_tokens"),
+        (lambda q, k, v: (q[:, :0], k, v), "q.heads", ">= 1"),
+        (lambda q, k, v: (q[..., :0], k[..., :0], v[..., :0]), "q.head_dim", r"\[1, 256\]"),
     ],
     ids=[
         "q_2d",
@@ -48,6 +52,9 @@ def names(argument):
         "tokens_mismatch",
         "v_heads",
         "k_head_dim",
+        "q_no_tokens",
+        "q_no_heads",
+        "head_dim_0",
     ],
 )
 def test_bad_tensors_raise_value_error_naming_the_argument(change, argument, rule, qkv, layout):
@@ -125,3 +132,33 @@ def test_inputs_are_not_modified(layout, generator):
     after = qkv.detach(), dout, layout.cu_seqlens, layout.cu_groups
     for b, a in zip(before, after):
         assert torch.equal(b, a)
+
+
+@pytest.mark.parametrize(
+    "on_meta, argument",
+    [("cu_seqlens", "cu_seqlens"), ("cu_groups", "cu_groups"), ("k", "k.device"), ("v", "v.device")],
+)
+def test_forward_with_one_meta_argument_is_an_error_not_uninitialised_memory(on_meta, argument, qkv, layout):
+    """A meta tensor among real ones routes the call to the fake kernel, which must refuse it."""
+    arguments = dict(zip("qkv", qkv), cu_seqlens=layout.cu_seqlens, cu_groups=layout.cu_groups)
+    arguments[on_meta] = arguments[on_meta].to("meta")
+    with pytest.raises(ValueError, match=names(argument)):
+        torch.ops.dualkv.attention_forward(*arguments.values(), None, False)
+
+
+@pytest.mark.parametrize("on_meta", ["dout", "out", "lse", "cu_seqlens"])
+def test_backward_with_one_meta_argument_is_an_error_not_uninitialised_memory(on_meta, qkv, layout):
+    q, k, v = qkv
+    out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.cu_groups, None, False)
+    names_in_order = ("dout", "q", "k", "v", "out", "lse", "cu_seqlens", "cu_groups")
+    arguments = dict(zip(names_in_order, (out, q, k, v, out, lse, layout.cu_seqlens, layout.cu_groups)))
+    arguments[on_meta] = arguments[on_meta].to("meta")
+    with pytest.raises(ValueError, match=names(on_meta if on_meta == "cu_seqlens" else f"{on_meta}.device")):
+        torch.ops.dualkv.attention_backward(*arguments.values(), None, False)
+
+
+def test_all_meta_tensors_give_shapes_for_tracing(qkv, layout):
+    q, k, v = (t.to("meta") for t in qkv)
+    out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.cu_groups, None, False)
+    assert out.device.type == lse.device.type == "meta"
+    assert out.shape == q.shape and lse.shape == (q.shape[1], q.shape[0])

@@ -1,9 +1,12 @@
 """dualkv.Layout: offsets, properties and per-token helpers against sums and loops over the
 lengths; validation errors name the argument."""
 
+import copy
 import itertools
+import pickle
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -83,9 +86,18 @@ def test_to_device_moves_helpers_not_offsets():
         ([3, 2], [[1], [2, -1]], "response_lengths[1][1]"),
         ([3, 2], [[1]], "response_lengths"),
         ([], [], "prompt_lengths"),
-        ([2**31 - 2], [[2]], "response_lengths"),
+        ([2**31 - 2], [[2]], "response_lengths[0][0]"),
+        ([2**30, 2**30], [[1], [1]], "prompt_lengths[1]"),
     ],
-    ids=["empty_prompt", "no_response", "negative_response", "group_count", "no_group", "int32_overflow"],
+    ids=[
+        "empty_prompt",
+        "no_response",
+        "negative_response",
+        "group_count",
+        "no_group",
+        "int32_overflow",
+        "sum_overflow",
+    ],
 )
 def test_from_lengths_value_errors_name_the_argument(prompt_lens, response_lens, argument):
     with pytest.raises(ValueError, match=re.escape(f"invalid argument '{argument}'")):
@@ -107,23 +119,113 @@ def test_from_offsets_value_errors_name_the_argument(cu_seqlens, cu_groups, argu
         dualkv.Layout.from_offsets(cu_seqlens, cu_groups)
 
 
-def test_offsets_outside_int32_raise_value_error():
-    with pytest.raises(ValueError, match="^cu_seqlens: .*int32"):
-        dualkv.Layout.from_offsets(torch.tensor([0, 2, 2**31]), [0, 2])
+@pytest.mark.parametrize(
+    "build, argument",
+    [
+        (lambda: dualkv.Layout.from_offsets(torch.tensor([0, 2, 2**31]), [0, 2]), r"cu_seqlens\[2\]"),
+        (lambda: dualkv.Layout.from_offsets([0, 2, 2**64], [0, 2]), r"cu_seqlens\[2\]"),
+        (lambda: dualkv.Layout.from_lengths([2**63], [[1]]), r"prompt_lengths\[0\]"),
+        (lambda: dualkv.Layout.from_lengths([3], [[1, -(2**70)]]), r"response_lengths\[0\]\[1\]"),
+    ],
+    ids=["offset_tensor", "offset_past_int64", "length_past_int64", "negative_length_past_int64"],
+)
+def test_values_outside_int32_are_named(build, argument):
+    with pytest.raises(ValueError, match=f"^{argument}: must fit in int32"):
+        build()
+
+
+def test_offsets_on_the_meta_device_are_named():
+    with pytest.raises(ValueError, match="^cu_groups: a tensor on the meta device holds no values"):
+        dualkv.Layout.from_offsets([0, 3, 5], torch.tensor([0, 2], device="meta"))
+
+
+def test_numpy_lengths_and_offsets_are_accepted():
+    layout = dualkv.Layout.from_lengths(np.array(PROMPT_LENS), [np.array(r, dtype=np.int32) for r in RESPONSE_LENS])
+    assert (layout.prompt_lengths, layout.response_lengths) == (PROMPT_LENS, RESPONSE_LENS)
+    cu_seqlens, cu_groups = (np.array(x) for x in expected_offsets(PROMPT_LENS, RESPONSE_LENS))
+    assert dualkv.Layout.from_offsets(cu_seqlens, cu_groups).response_lengths == RESPONSE_LENS
 
 
 @pytest.mark.parametrize(
     "build, argument",
     [
-        (lambda: dualkv.Layout.from_lengths(3, [[1]]), "prompt_lens"),
-        (lambda: dualkv.Layout.from_lengths([3.0], [[1]]), r"prompt_lens\[0\]"),
-        (lambda: dualkv.Layout.from_lengths([3], [[True]]), r"response_lens\[0\]\[0\]"),
-        (lambda: dualkv.Layout.from_lengths([3], ["ab"]), r"response_lens\[0\]"),
+        (lambda: dualkv.Layout.from_lengths(3, [[1]]), "prompt_lengths"),
+        (lambda: dualkv.Layout.from_lengths(torch.tensor(3), [[1]]), "prompt_lengths"),
+        (lambda: dualkv.Layout.from_lengths([3.0], [[1]]), r"prompt_lengths\[0\]"),
+        (lambda: dualkv.Layout.from_lengths(np.array([3.0]), [[1]]), r"prompt_lengths\[0\]"),
+        (lambda: dualkv.Layout.from_lengths([3], [[True]]), r"response_lengths\[0\]\[0\]"),
+        (lambda: dualkv.Layout.from_lengths([3], ["ab"]), r"response_lengths\[0\]"),
         (lambda: dualkv.Layout.from_offsets([0, 1.5, 3], [0, 2]), r"cu_seqlens\[1\]"),
         (lambda: dualkv.Layout.from_offsets([0, 1, 3], torch.tensor([0.0, 2.0])), "cu_groups"),
     ],
-    ids=["prompt_not_sequence", "float_length", "bool_length", "string_group", "float_offset", "float_tensor"],
+    ids=[
+        "prompt_not_sequence",
+        "prompt_0d_tensor",
+        "float_length",
+        "float_numpy_length",
+        "bool_length",
+        "string_group",
+        "float_offset",
+        "float_tensor",
+    ],
 )
 def test_wrong_types_raise_type_error_naming_the_argument(build, argument):
     with pytest.raises(TypeError, match=f"^{argument}:"):
         build()
+
+
+def test_writes_to_returned_values_leave_the_layout_unchanged(make_qkv):
+    """Properties return copies: an in-place write cannot make attention and the cached
+    per-token helpers disagree about the layout."""
+    layout = dualkv.Layout.from_lengths(PROMPT_LENS, RESPONSE_LENS)
+    q, k, v = (t.detach() for t in make_qkv(layout.num_tokens, 2, 1, 8))
+    expected_out = dualkv.attention(q, k, v, layout)
+    _, _, expected_positions = per_token_loop(PROMPT_LENS, RESPONSE_LENS)
+
+    layout.cu_seqlens[1] = 3
+    layout.cu_groups[1] = 2
+    layout.position_ids[:] = 0
+    layout.segment_ids[:] = 0
+    layout.group_ids[:] = 0
+    layout.prompt_lengths[0] = 7
+    layout.response_lengths[0][0] = 7
+
+    assert layout.cu_seqlens.tolist() == expected_offsets(PROMPT_LENS, RESPONSE_LENS)[0]
+    assert layout.cu_groups.tolist() == expected_offsets(PROMPT_LENS, RESPONSE_LENS)[1]
+    assert layout.position_ids.tolist() == expected_positions
+    assert (layout.prompt_lengths, layout.response_lengths) == (PROMPT_LENS, RESPONSE_LENS)
+    assert torch.equal(dualkv.attention(q, k, v, layout), expected_out)
+
+
+def test_offsets_are_copied_from_the_callers_tensors():
+    cu_seqlens, cu_groups = (torch.tensor(x, dtype=torch.int32) for x in expected_offsets(PROMPT_LENS, RESPONSE_LENS))
+    layout = dualkv.Layout.from_offsets(cu_seqlens, cu_groups)
+    cu_seqlens[1] = 0
+    assert layout.prompt_lengths == PROMPT_LENS and layout.cu_seqlens[1] == PROMPT_LENS[0]
+
+
+@pytest.mark.parametrize("name", ["cu_seqlens", "position_ids", "prompt_lengths", "_cu_seqlens", "anything"])
+def test_attributes_cannot_be_set_or_deleted(name):
+    layout = dualkv.Layout.from_lengths(PROMPT_LENS, RESPONSE_LENS)
+    with pytest.raises(AttributeError, match="immutable"):
+        setattr(layout, name, None)
+    with pytest.raises(AttributeError, match="immutable"):
+        delattr(layout, name)
+
+
+def test_copy_and_pickle_round_trip():
+    layout = dualkv.Layout.from_lengths(PROMPT_LENS, RESPONSE_LENS, device="meta")
+    layout.position_ids  # noqa: B018  (fills a cache that the copies must not need)
+    for copied in (copy.deepcopy(layout), pickle.loads(pickle.dumps(layout))):
+        assert copied.cu_seqlens.tolist() == layout.cu_seqlens.tolist()
+        assert copied.cu_groups.tolist() == layout.cu_groups.tolist()
+        assert copied.device == layout.device
+
+
+def test_layout_built_in_inference_mode_serves_training():
+    """Rollouts often run under torch.inference_mode; autograd saves the offsets for backward."""
+    with torch.inference_mode():
+        layout = dualkv.Layout.from_lengths(PROMPT_LENS, RESPONSE_LENS)
+    q = torch.randn(layout.num_tokens, 2, 8, requires_grad=True)
+    dualkv.attention(q, q.detach()[:, :1], q.detach()[:, :1], layout).sum().backward()
+    assert q.grad.isfinite().all()

@@ -80,3 +80,16 @@ def test_compile_fullgraph_matches_eager(backend, device, dtype, layout, inputs)
     actual = _loss_and_grads(compiled, *inputs, layout)
     for a, e in zip(actual, expected):
         torch.testing.assert_close(a, e)
+
+
+def test_double_backward_is_an_error_not_zeros(layout, inputs):
+    q, k, v = inputs
+    loss = dualkv.attention(q, k, v, layout).square().sum()
+    expected = torch.autograd.grad(loss, (q, k, v), retain_graph=True)
+    # First order under create_graph (gradient penalties build this graph) is unchanged...
+    grads = torch.autograd.grad(loss, (q, k, v), create_graph=True)
+    for got, want in zip(grads, expected):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    # ...and differentiating those gradients says it is unsupported instead of returning zeros.
+    with pytest.raises(NotImplementedError, match="double backward is not supported"):
+        torch.autograd.grad(grads[0].square().sum(), k)

@@ -1,5 +1,6 @@
 """dualkv.pack / pack_rows and the maps between the N-copy rows and the packed batch."""
 
+import dataclasses
 import random
 
 import pytest
@@ -203,6 +204,8 @@ def test_prompts_of_different_lengths_in_a_group_are_rejected():
         (lambda ids, am, rm, g, pl: (ids, am[:, :-1], rm, g, None), "attention_mask: shape"),
         (lambda ids, am, rm, g, pl: (ids.float(), am, rm, g, None), "input_ids: expected integer"),
         (lambda ids, am, rm, g, pl: (ids, am * 0, rm, g, None), "attention_mask: row 0 has no real token"),
+        (lambda ids, am, rm, g, pl: (ids.bool(), am, rm, g, None), "input_ids: expected integer"),
+        (lambda ids, am, rm, g, pl: (ids - 1000, am, rm, g, None), "input_ids: token ids must be >= 0"),
     ],
 )
 def test_pack_rows_rejects_bad_rows_naming_the_argument(corrupt, message):
@@ -221,8 +224,35 @@ def test_pack_rows_rejects_bad_rows_naming_the_argument(corrupt, message):
         ([[1], [2]], [[[3]], [[4], []]], r"responses\[1\]\[1\]: expected a non-empty"),
         ([[1.5]], [[[3]]], r"prompts\[0\]: expected integer token ids"),
         ([], [], "prompts: at least one group"),
+        ([[1, -2]], [[[3]]], r"prompts\[0\]: token ids must be >= 0, got -2"),
+        ([[1]], [[[3], [True]]], r"responses\[0\]\[1\]: expected integer token ids"),
     ],
 )
 def test_pack_rejects_bad_rollouts_naming_the_argument(prompts, responses, message):
     with pytest.raises(ValueError, match=message):
         dualkv.pack(prompts, responses)
+
+
+def test_pack_names_token_lists_that_are_not_sequences():
+    with pytest.raises(TypeError, match=r"^responses\[0\]\[0\]: expected a sequence of token ids, got str"):
+        dualkv.pack([[1, 2]], [["ab"]])
+
+
+def test_pack_rows_ignores_padding_ids():
+    """Only real tokens are token ids; padding may hold anything (e.g. -100)."""
+    input_ids = torch.tensor([[5, 6, 7, -100], [5, 6, 8, 9]])
+    attention_mask = (input_ids >= 0).long()
+    packed, _ = dualkv.pack_rows(input_ids, attention_mask, [0, 0], prompt_lengths=[2, 2])
+    assert packed.input_ids.tolist() == [[5, 6, 7, 8, 9]]
+
+
+def test_batches_packed_in_inference_mode_hold_ordinary_tensors():
+    """A batch packed during rollouts (under torch.inference_mode) must serve the training step,
+    where autograd saves its token ids."""
+    input_ids, attention_mask, response_mask, group_ids, _, _ = _valid_rows()
+    with torch.inference_mode():
+        packed = dualkv.pack([[1, 2, 3]], [[[4, 5], [6]]])
+        packed_rows, row_map = dualkv.pack_rows(input_ids, attention_mask, group_ids, response_mask=response_mask)
+    tensors = [getattr(batch, f.name) for batch in (packed, packed_rows) for f in dataclasses.fields(batch)]
+    tensors += [getattr(row_map, f.name) for f in dataclasses.fields(row_map)]
+    assert not any(t.is_inference() for t in tensors if isinstance(t, torch.Tensor))

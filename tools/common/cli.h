@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,17 +12,26 @@ namespace dualkv::tools {
 
 class Flags {
  public:
-  // Accepts `--name value` and `--name=value`; `--help` sets help().
+  // Accepts `--name value` and `--name=value`; `--help` sets help(). A flag followed by another
+  // flag or by nothing has no value, which is an error only once the flag is asked for (an
+  // unknown flag is reported as unknown, not as lacking a value).
   Flags(int argc, char** argv);
 
-  int64_t get_int(const std::string& name, int64_t fallback);
+  // Throws std::invalid_argument naming the flag when its value is missing, not an integer, or
+  // outside [min, max].
+  int64_t get_int(const std::string& name, int64_t fallback, int64_t min = std::numeric_limits<int64_t>::min(),
+                  int64_t max = std::numeric_limits<int64_t>::max());
   std::string get_string(const std::string& name, const std::string& fallback);
   bool help() const { return help_; }
   // Throws std::invalid_argument naming any flag that no get_* call asked for.
   void reject_unknown() const;
 
  private:
-  std::map<std::string, std::string> values_;
+  // The value of a flag given on the command line, or nullopt when it was not; throws when it was
+  // given without a value.
+  std::optional<std::string> value_of(const std::string& name);
+
+  std::map<std::string, std::optional<std::string>> values_;
   std::vector<std::string> known_;
   bool help_ = false;
 };

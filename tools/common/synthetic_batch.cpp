@@ -14,13 +14,16 @@ void round_to_dtype(std::vector<float>& values, DType dtype) {
   }
 }
 
+int64_t prompt_length(const BatchShape& shape, int64_t group) {
+  return shape.prompt - group * shape.prompt / (2 * shape.groups);
+}
+
 HostBatch make_batch(const BatchShape& shape) {
   std::mt19937_64 rng(shape.seed);
   std::vector<int64_t> prompt_lengths;
   std::vector<std::vector<int64_t>> response_lengths;
   for (int64_t g = 0; g < shape.groups; ++g) {
-    // Each later group's prompt is shorter by 1/(2G) of P, so groups differ in P.
-    prompt_lengths.push_back(std::max<int64_t>(1, shape.prompt - g * shape.prompt / (2 * shape.groups)));
+    prompt_lengths.push_back(prompt_length(shape, g));
     std::uniform_int_distribution<int64_t> length(std::max<int64_t>(1, shape.response / 2), shape.response);
     std::vector<int64_t> lengths;
     for (int64_t i = 0; i < shape.responses; ++i) lengths.push_back(shape.ragged ? length(rng) : shape.response);

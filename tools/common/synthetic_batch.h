@@ -31,6 +31,10 @@ struct HostBatch {
 
 HostBatch make_batch(const BatchShape& shape);
 
+// P_g of group g: each later group's prompt is shorter by 1/(2G) of P, so groups differ in P (and
+// every P_g > P/2 >= 1/2, so P >= 1 keeps every prompt non-empty).
+int64_t prompt_length(const BatchShape& shape, int64_t group);
+
 // Rounds each value to the nearest `dtype` value (identity for fp32).
 void round_to_dtype(std::vector<float>& values, DType dtype);
 

@@ -1,0 +1,125 @@
+"""dualkv.check (`python -m dualkv.check`) and the self-check the transformers integration runs on
+first use."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from models_support import model_pair, rollouts
+
+import dualkv
+import dualkv.transformers
+from dualkv import check
+
+CUDA_USABLE = torch.cuda.is_available() and dualkv.cuda_compiled
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not CUDA_USABLE, reason="no GPU"))]
+
+
+def _run_check(*arguments):
+    return subprocess.run(
+        [sys.executable, "-m", "dualkv.check", *arguments], capture_output=True, text=True, check=False
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_command_line_check_passes(device):
+    result = _run_check("--device", device)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "PASS"
+    for quantity in ("out", "dq", "dk", "dv", "log-probs", "parameter gradients"):
+        assert any(line.strip().startswith(quantity) and line.endswith("pass") for line in lines), quantity
+
+
+@pytest.mark.skipif(CUDA_USABLE, reason="CUDA is usable here")
+def test_command_line_refuses_cuda_it_cannot_use():
+    result = _run_check("--device", "cuda", "--no-model")
+    assert result.returncode == 2
+    assert "--device cuda: " in result.stderr
+
+
+def _attention_across_responses(q, k, v, layout):
+    """Wrong on purpose: every response also sees the earlier responses of its group (one causal
+    sequence per group instead of the shared-prompt mask)."""
+    groups = [[p + sum(rs)] for p, rs in zip(layout.prompt_lengths, layout.response_lengths)]
+    causal = dualkv.Layout.from_lengths([g[0] - 1 for g in groups], [[1]] * len(groups))
+    return dualkv.attention(q, k, v, causal)
+
+
+def _nan_attention(q, k, v, layout):
+    return dualkv.attention(q, k, v, layout) * float("nan")
+
+
+@pytest.mark.parametrize("wrong", [_attention_across_responses, _nan_attention])
+def test_a_wrong_attention_fails_the_check(wrong):
+    result = check.check_attention("cpu", attention=wrong)
+    assert not result.passed
+    assert "FAIL" in result.report()
+
+
+def _model_and_inputs():
+    model, _ = model_pair("qwen3")
+    packed = dualkv.pack(*rollouts(6, [(5, [3, 2]), (2, [4])]))
+    inputs = {
+        "input_ids": packed.input_ids,
+        "position_ids": packed.position_ids,
+        "dualkv_layout": packed.layout,
+        "use_cache": False,
+    }
+    return model, inputs
+
+
+@pytest.fixture
+def fresh_process(monkeypatch):
+    """As in a new process: no (device, dtype, shape) checked yet."""
+    monkeypatch.setattr(dualkv.transformers, "_self_checked", set())
+    monkeypatch.delenv(dualkv.transformers.SELF_CHECK_VARIABLE, raising=False)
+
+
+def test_first_use_checks_once_per_shape(fresh_process, monkeypatch):
+    calls, real_check = [], check.check_attention
+
+    def recording_check(*args, **kwargs):
+        calls.append((args, kwargs))
+        return real_check(*args, **kwargs)
+
+    monkeypatch.setattr(check, "check_attention", recording_check)
+    model, inputs = _model_and_inputs()
+    model(**inputs)
+    model(**inputs)
+    config = model.config
+    assert calls == [
+        (
+            (torch.device("cpu"), torch.float32),
+            {"heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads, "head_dim": config.head_dim},
+        )
+    ]
+
+
+def _failing_check(device, dtype, **shape):
+    measurements = (check.Measurement("out", error=0.5, baseline=1e-7),)
+    return check.CheckResult("attention operator", torch.device(device), dtype, measurements)
+
+
+def test_failed_first_use_check_is_a_clear_error(fresh_process, monkeypatch):
+    monkeypatch.setattr(check, "check_attention", _failing_check)
+    model, inputs = _model_and_inputs()
+    with pytest.raises(RuntimeError, match=r"failed its self-check(.|\n)*out .* FAIL(.|\n)*DUALKV_SELF_CHECK=0"):
+        model(**inputs)
+
+
+def test_environment_variable_turns_the_check_off(fresh_process, monkeypatch):
+    monkeypatch.setattr(check, "check_attention", _failing_check)
+    monkeypatch.setenv(dualkv.transformers.SELF_CHECK_VARIABLE, "0")
+    model, inputs = _model_and_inputs()
+    assert model(**inputs).logits.isfinite().all()
+
+
+@pytest.mark.parametrize("mode", [torch.inference_mode, torch.no_grad], ids=["inference_mode", "no_grad"])
+def test_first_use_check_runs_inside_a_no_grad_forward(fresh_process, mode):
+    """Old and reference log-probs are computed without gradients; the check needs them."""
+    model, inputs = _model_and_inputs()
+    with mode():
+        model(**inputs)
+    assert len(dualkv.transformers._self_checked) == 1
