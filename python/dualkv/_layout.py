@@ -62,7 +62,9 @@ class Layout:
     Build with `Layout.from_lengths(prompt_lens, response_lens)` or
     `Layout.from_offsets(cu_seqlens, cu_groups)`. `device` is where the per-token helpers
     (segment_ids, group_ids, position_ids) are created; the offsets themselves always stay on
-    the CPU, where the operator reads them.
+    the CPU, where the operator reads them. On CUDA the operator builds its work plans from
+    these offset tensors on first use and keeps them while the tensors live, so passing one
+    Layout to every layer of a micro-batch uploads each plan once (`to()` makes new tensors).
     """
 
     def __init__(self, cu_seqlens, cu_groups, device: torch.device | str | None = None):
