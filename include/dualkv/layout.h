@@ -13,13 +13,25 @@
 // prompt or in q's own segment.
 //
 // A Layout is always valid: both factories check every rule and throw dualkv::Error naming the
-// offending argument. It holds host copies only; CUDA dispatch uploads what kernels need.
+// offending argument. What it describes never changes. It holds host copies of the offsets, and
+// the CUDA path keeps with it the device work plans it builds from them: the first call on a
+// device (for a head dim and kernel shape) builds and uploads one, later calls with this Layout or
+// a copy of it reuse it, and the last copy frees it. Several threads may use one Layout at once.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace dualkv {
+
+class Layout;
+
+namespace detail {
+class PlanCache;
+// The device work plans kept with `layout` (src/host/plan_cache.h).
+PlanCache& plan_cache(const Layout& layout);
+}  // namespace detail
 
 class Layout {
  public:
@@ -55,11 +67,12 @@ class Layout {
   int64_t ncopy_pairs() const;
 
  private:
-  Layout(std::vector<int32_t> cu_seqlens, std::vector<int32_t> cu_groups)
-      : cu_seqlens_(std::move(cu_seqlens)), cu_groups_(std::move(cu_groups)) {}
+  Layout(std::vector<int32_t> cu_seqlens, std::vector<int32_t> cu_groups);
+  friend detail::PlanCache& detail::plan_cache(const Layout& layout);
 
   std::vector<int32_t> cu_seqlens_;
   std::vector<int32_t> cu_groups_;
+  std::shared_ptr<detail::PlanCache> plan_cache_;  // shared by copies: their offsets are equal
 };
 
 }  // namespace dualkv

@@ -3,8 +3,11 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 
+#include <memory>
+
 #include "dualkv/dualkv.h"
 #include "error_translation.h"
+#include "layout_registry.h"
 #include "tensor_views.h"
 
 namespace dualkv::torch_binding {
@@ -38,7 +41,7 @@ std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const 
                                                      const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
                                                      std::optional<double> softmax_scale, void* stream) {
   return translate_errors([&] {
-    const Layout layout = layout_from_tensors(cu_seqlens, cu_groups);
+    const std::shared_ptr<const Layout> layout = layout_of_call(cu_seqlens, cu_groups);
     const at::Tensor q_in = in_viewable_layout(q);
     const at::Tensor k_in = in_viewable_layout(k);
     const at::Tensor v_in = in_viewable_layout(v);
@@ -54,9 +57,9 @@ std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const 
     params.softmax_scale = resolve_softmax_scale(softmax_scale, params.q.head_dim);
     params.options = execution_options(stream);
     const at::Tensor workspace =
-        attach_workspace(forward_workspace_bytes(layout, params), q_in.device(), params.options);
+        attach_workspace(forward_workspace_bytes(*layout, params), q_in.device(), params.options);
 
-    forward(layout, params);
+    forward(*layout, params);
     return std::make_tuple(out, lse);
   });
 }
@@ -66,7 +69,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
     const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
     std::optional<double> softmax_scale, bool deterministic, void* stream) {
   return translate_errors([&] {
-    const Layout layout = layout_from_tensors(cu_seqlens, cu_groups);
+    const std::shared_ptr<const Layout> layout = layout_of_call(cu_seqlens, cu_groups);
     const at::Tensor dout_in = in_viewable_layout(dout);
     const at::Tensor q_in = in_viewable_layout(q);
     const at::Tensor k_in = in_viewable_layout(k);
@@ -91,9 +94,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
     params.deterministic = deterministic;
     params.options = execution_options(stream);
     const at::Tensor workspace =
-        attach_workspace(backward_workspace_bytes(layout, params), q_in.device(), params.options);
+        attach_workspace(backward_workspace_bytes(*layout, params), q_in.device(), params.options);
 
-    backward(layout, params);
+    backward(*layout, params);
     return std::make_tuple(dq, dk, dv);
   });
 }

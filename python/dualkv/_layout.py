@@ -81,7 +81,9 @@ class Layout:
     `Layout.from_offsets(cu_seqlens, cu_groups)`. `device` is where the per-token helpers
     (segment_ids, group_ids, position_ids) are created; the offsets themselves always stay on
     the CPU, where the operator reads them. Every tensor or list a property returns is a new copy,
-    so writing to it cannot change the layout (whose derived values are cached).
+    so writing to it cannot change the layout (whose derived values are cached). On CUDA the
+    operator builds its work plans from these offset tensors on first use and keeps them while the
+    tensors live, so passing one Layout to every layer of a micro-batch uploads each plan once.
     """
 
     def __init__(self, cu_seqlens, cu_groups, device: torch.device | str | None = None):

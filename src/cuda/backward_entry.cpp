@@ -1,16 +1,17 @@
 // CUDA backend of dualkv::backward: CUDA-only argument checks, the choice of tile shape (the
-// fastest compiled one that fits the shared memory a block may use), the backward plan's upload
-// into the caller's workspace, and dispatch to the compiled (dtype, tile shape) sm80 kernels.
+// fastest compiled one that fits the shared memory a block may use), the backward plan from the
+// layout's cache (built and uploaded by the layout's first backward), the per-call scratch in the
+// caller's workspace, and dispatch to the compiled (dtype, tile shape) sm80 kernels.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "cuda/common/argument_checks.h"
 #include "cuda/common/device_guard.h"
+#include "cuda/common/device_plan.h"
 #include "cuda/common/shared_memory_limit.h"
 #include "cuda/common/workspace.h"
 #include "cuda/sm80/backward/launch.h"
@@ -80,9 +81,8 @@ void run_for_tile_shape(const sm80::BackwardTileShape& shape, const BackwardKern
 size_t cuda_backward_workspace_bytes(const Layout& layout, const BackwardParams& params) {
   check_compiled(params);
   const sm80::BackwardTileShape& shape = tile_shape_for(params);
-  return workspace_bytes_for(plan_backward_workspace(layout, params.q.heads, shape.head_dim, shape.key_block,
-                                                     shape.dq_query_block, params.deterministic)
-                                 .total_bytes);
+  return workspace_bytes_for(
+      plan_backward_workspace(layout.total_tokens(), params.q.heads, shape.head_dim, params.deterministic).total_bytes);
 }
 
 void cuda_backward(const Layout& layout, const BackwardParams& params) {
@@ -108,22 +108,16 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   check_vector_aligned(p.dv, "dv");
 
   const sm80::BackwardTileShape& shape = tile_shape_for(p);
-  const BackwardWorkspace ws = plan_backward_workspace(layout, p.q.heads, shape.head_dim, shape.key_block,
-                                                       shape.dq_query_block, p.deterministic);
-  const std::vector<TileWork> key_tiles = plan_key_tiles(layout, shape.key_block, shape.query_block);
-  const std::vector<TileWork> query_tiles =
-      p.deterministic ? plan_query_tiles(layout, shape.dq_query_block) : std::vector<TileWork>{};
-  check_one_launch(ws.num_key_tiles, p.k.heads, "key tiles");
-  check_one_launch(ws.num_query_tiles, p.q.heads, "query tiles");
+  const int dq_query_block = p.deterministic ? shape.dq_query_block : 0;  // the dQ kernel's tiles, if it runs
+  check_one_launch(count_tiles(layout, shape.key_block), p.k.heads, "key tiles");
+  if (p.deterministic) check_one_launch(count_tiles(layout, dq_query_block), p.q.heads, "query tiles");
+  const BackwardWorkspace ws =
+      plan_backward_workspace(layout.total_tokens(), p.q.heads, shape.head_dim, p.deterministic);
 
   DeviceGuard guard(device);
   auto* base = static_cast<char*>(aligned_workspace(p.options, device, ws.total_bytes));
-  const std::vector<int32_t>& cu_seqlens = layout.cu_seqlens();
-  upload_async(base + ws.cu_seqlens_offset, cu_seqlens.data(), cu_seqlens.size() * sizeof(int32_t), p.options);
-  upload_async(base + ws.key_tiles_offset, key_tiles.data(), key_tiles.size() * sizeof(TileWork), p.options);
-  if (p.deterministic) {
-    upload_async(base + ws.query_tiles_offset, query_tiles.data(), query_tiles.size() * sizeof(TileWork), p.options);
-  }
+  const DeviceBackwardPlan plan =
+      device_backward_plan(layout, shape.key_block, shape.query_block, dq_query_block, device, p.options);
 
   BackwardKernelParams k{};
   k.dout = view_of(p.dout);
@@ -138,11 +132,11 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   k.lse_head_stride = p.lse.head_stride;
   k.delta = reinterpret_cast<float*>(base + ws.delta_offset);
   k.dq_accum = ws.has_dq_accum ? reinterpret_cast<float*>(base + ws.dq_accum_offset) : nullptr;
-  k.cu_seqlens = reinterpret_cast<const int32_t*>(base + ws.cu_seqlens_offset);
-  k.key_tiles = reinterpret_cast<const TileWork*>(base + ws.key_tiles_offset);
-  k.query_tiles = reinterpret_cast<const TileWork*>(base + ws.query_tiles_offset);
-  k.num_key_tiles = static_cast<int>(ws.num_key_tiles);
-  k.num_query_tiles = static_cast<int>(ws.num_query_tiles);
+  k.cu_seqlens = plan.cu_seqlens;
+  k.key_tiles = plan.key_tiles;
+  k.query_tiles = plan.query_tiles;
+  k.num_key_tiles = static_cast<int>(plan.num_key_tiles);
+  k.num_query_tiles = static_cast<int>(plan.num_query_tiles);
   k.tokens = layout.total_tokens();
   k.heads = static_cast<int>(p.q.heads);
   k.kv_heads = static_cast<int>(p.k.heads);

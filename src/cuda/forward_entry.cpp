@@ -1,5 +1,7 @@
-// CUDA backend of dualkv::forward: CUDA-only argument checks, the work plan upload into the
-// caller's workspace, and dispatch to the compiled (dtype, head_dim) sm80 kernel.
+// CUDA backend of dualkv::forward: CUDA-only argument checks, the kernel family
+// (ExecutionOptions::kernel_family), and for the portable family the work plan from the layout's
+// cache (built and uploaded by the layout's first call) and dispatch to the compiled
+// (dtype, head_dim) sm80 kernel. The Hopper family has its own entry (sm90/forward/forward_entry).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -8,10 +10,10 @@
 
 #include "cuda/common/argument_checks.h"
 #include "cuda/common/device_guard.h"
+#include "cuda/common/device_plan.h"
 #include "cuda/common/kernel_family.h"
 #include "cuda/common/shared_memory_limit.h"
 #include "cuda/common/softmax_math.h"
-#include "cuda/common/workspace.h"
 #include "cuda/sm80/forward/forward_launch.h"
 #include "cuda/sm80/forward/tile_shape.h"
 #ifdef DUALKV_WITH_SM90
@@ -19,7 +21,6 @@
 #endif
 #include "dualkv/errors.h"
 #include "host/backend.h"
-#include "host/query_plan.h"
 
 namespace dualkv::detail {
 namespace {
@@ -32,15 +33,6 @@ void check_compiled(const ForwardParams& params) {
 int block_m_for(const ForwardParams& params) {
   return sm80::forward_tile_shape(static_cast<int>(params.q.head_dim)).block_m;
 }
-
-// The plan's two arrays in the workspace: the tiles, then the key ranges from the next
-// kWorkspaceAlignment boundary on.
-size_t ranges_offset(const QueryPlan& plan) {
-  const size_t tile_bytes = plan.tiles.size() * sizeof(QueryTile);
-  return (tile_bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
-}
-
-size_t plan_bytes(const QueryPlan& plan) { return ranges_offset(plan) + plan.ranges.size() * sizeof(KeyRange); }
 
 template <DType kDType>
 void launch_for_head_dim(int64_t head_dim, const ForwardKernelParams& kernel_params, int32_t work_items,
@@ -71,15 +63,12 @@ bool runs_hopper(const ForwardParams& params) {
 
 }  // namespace
 
-size_t cuda_forward_workspace_bytes(const Layout& layout, const ForwardParams& params) {
+// The forward's only device data besides the tensors is its plan, kept with the layout: no
+// workspace for either family.
+size_t cuda_forward_workspace_bytes(const Layout& /*layout*/, const ForwardParams& params) {
   check_cuda_accumulation(params.options.accumulation);
-#ifdef DUALKV_WITH_SM90
-  if (runs_hopper(params)) return sm90::forward_workspace_bytes(layout, params);
-#else
-  runs_hopper(params);  // a forced kHopper is an Error in a build without it
-#endif
-  check_compiled(params);
-  return workspace_bytes_for(plan_bytes(build_query_plan(layout, block_m_for(params))));
+  if (!runs_hopper(params)) check_compiled(params);
+  return 0;
 }
 
 void cuda_forward(const Layout& layout, const ForwardParams& p) {
@@ -96,24 +85,20 @@ void cuda_forward(const Layout& layout, const ForwardParams& p) {
 #ifdef DUALKV_WITH_SM90
   if (runs_hopper(p)) return sm90::forward(layout, p);
 #else
-  runs_hopper(p);
+  runs_hopper(p);  // a forced kHopper is an Error in a build without it
 #endif
   check_compiled(p);
   const int device = p.q.device.index;
 
   check_fits_shared_memory(sm80::forward_shared_memory_bytes(static_cast<int>(p.q.head_dim)),
                            shared_memory_limit(p.options, device), "the CUDA forward");
-  const QueryPlan plan = build_query_plan(layout, block_m_for(p));
-  const int64_t work_items = static_cast<int64_t>(plan.tiles.size()) * p.q.heads;
+  DeviceGuard guard(device);
+  const DeviceQueryPlan plan = device_query_plan(layout, block_m_for(p), device, p.options);
+  const int64_t work_items = plan.num_tiles * p.q.heads;
   if (work_items > std::numeric_limits<int32_t>::max()) {
-    throw Error("layout", "query tiles (" + std::to_string(plan.tiles.size()) + ") x q.heads (" +
+    throw Error("layout", "query tiles (" + std::to_string(plan.num_tiles) + ") x q.heads (" +
                               std::to_string(p.q.heads) + ") exceed one CUDA launch (2^31 - 1 CTAs)");
   }
-
-  DeviceGuard guard(device);
-  auto* base = static_cast<char*>(aligned_workspace(p.options, device, plan_bytes(plan)));
-  upload_async(base, plan.tiles.data(), plan.tiles.size() * sizeof(QueryTile), p.options);
-  upload_async(base + ranges_offset(plan), plan.ranges.data(), plan.ranges.size() * sizeof(KeyRange), p.options);
 
   ForwardKernelParams k{};
   k.q = p.q.data;
@@ -130,8 +115,8 @@ void cuda_forward(const Layout& layout, const ForwardParams& p) {
   k.out_token_stride = p.out.token_stride;
   k.out_head_stride = p.out.head_stride;
   k.lse_head_stride = p.lse.head_stride;
-  k.tiles = reinterpret_cast<const QueryTile*>(base);
-  k.ranges = reinterpret_cast<const KeyRange*>(base + ranges_offset(plan));
+  k.tiles = plan.tiles;
+  k.ranges = plan.ranges;
   k.heads = static_cast<int32_t>(p.q.heads);
   k.heads_per_kv_head = static_cast<int32_t>(p.q.heads / p.k.heads);
   k.softmax_scale = p.softmax_scale;

@@ -5,7 +5,7 @@
 namespace dualkv::detail {
 namespace {
 
-// 16 bytes: the widest access any kernel makes to a region (float4 on dq_accum, int4 on tiles).
+// 16 bytes: the widest access any kernel makes to a workspace region (float4 on dq_accum).
 constexpr size_t kRegionAlignment = 16;
 
 size_t align_up(size_t bytes) { return (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment; }
@@ -76,27 +76,23 @@ int64_t count_tiles(const Layout& layout, int block) {
   return tiles;
 }
 
-BackwardWorkspace plan_backward_workspace(const Layout& layout, int64_t heads, int64_t head_dim, int key_block,
-                                          int dq_query_block, bool deterministic) {
-  const auto tokens = static_cast<size_t>(layout.total_tokens());
+PlanImage backward_plan_image(const Layout& layout, int key_block, int query_block, int dq_query_block) {
+  PlanImage image;
+  image.append(layout.cu_seqlens());
+  image.append(plan_key_tiles(layout, key_block, query_block));
+  image.append(dq_query_block > 0 ? plan_query_tiles(layout, dq_query_block) : std::vector<TileWork>{});
+  return image;
+}
+
+BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t heads, int64_t head_dim, bool deterministic) {
+  const auto rows = static_cast<size_t>(tokens * heads);
   BackwardWorkspace ws;
   ws.has_dq_accum = !deterministic;
-  ws.num_key_tiles = count_tiles(layout, key_block);
-  ws.num_query_tiles = deterministic ? count_tiles(layout, dq_query_block) : 0;
-
   size_t offset = 0;
   ws.dq_accum_offset = offset;
-  if (ws.has_dq_accum) {
-    offset += align_up(tokens * static_cast<size_t>(heads * head_dim) * sizeof(float));
-  }
+  if (ws.has_dq_accum) offset += align_up(rows * static_cast<size_t>(head_dim) * sizeof(float));
   ws.delta_offset = offset;
-  offset += align_up(tokens * static_cast<size_t>(heads) * sizeof(float));
-  ws.cu_seqlens_offset = offset;
-  offset += align_up(layout.cu_seqlens().size() * sizeof(int32_t));
-  ws.key_tiles_offset = offset;
-  offset += align_up(static_cast<size_t>(ws.num_key_tiles) * sizeof(TileWork));
-  ws.query_tiles_offset = offset;
-  offset += align_up(static_cast<size_t>(ws.num_query_tiles) * sizeof(TileWork));
+  offset += align_up(rows * sizeof(float));
   ws.total_bytes = offset;
   return ws;
 }

@@ -11,11 +11,13 @@
 // first (longest-processing-time order), so the long prompt tiles start before the short
 // response tiles fill the tail of the grid.
 //
-// Device workspace (one allocation, every region 16-byte aligned):
+// Device plan (backward_plan_image, cached with the layout: host/plan_cache.h):
+//   cu_seqlens int32 (S + 1): the layout's segment offsets, for the kernels' query/key ranges
+//   key tiles  TileWork[]
+//   query tiles TileWork[], empty unless the dQ kernel runs (deterministic mode)
+// Device workspace of one call (one allocation, every region 16-byte aligned):
 //   dq_accum   fp32 (H, T, d), contiguous; only when dQ is accumulated with atomics
 //   delta      fp32 (H, T): D = rowsum(dO * O), the softmax-gradient correction per query
-//   cu_seqlens int32 (S + 1): the layout's segment offsets, for the kernels' query/key ranges
-//   tiles      TileWork[]: key tiles, then query tiles when deterministic
 #pragma once
 
 #include <cstddef>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "dualkv/layout.h"
+#include "host/plan_cache.h"
 
 namespace dualkv::detail {
 
@@ -52,21 +55,21 @@ std::vector<TileWork> plan_query_tiles(const Layout& layout, int query_block);
 // sum over segments of ceil(length / block): the length of either list.
 int64_t count_tiles(const Layout& layout, int block);
 
+// The regions of backward_plan_image, in order.
+enum BackwardPlanRegion : size_t { kCuSeqlensRegion, kKeyTilesRegion, kQueryTilesRegion };
+
+// The device plan of a backward with key tiles of key_block tokens walked in query steps of
+// query_block, and query tiles of dq_query_block tokens (0: no dQ kernel, no query tiles).
+PlanImage backward_plan_image(const Layout& layout, int key_block, int query_block, int dq_query_block);
+
 struct BackwardWorkspace {
   size_t dq_accum_offset = 0;  // meaningful only if has_dq_accum
   size_t delta_offset = 0;
-  size_t cu_seqlens_offset = 0;
-  size_t key_tiles_offset = 0;
-  size_t query_tiles_offset = 0;  // meaningful only if deterministic
-  int64_t num_key_tiles = 0;
-  int64_t num_query_tiles = 0;  // 0 unless deterministic
   bool has_dq_accum = false;
   size_t total_bytes = 0;
 };
 
-// Region offsets for `heads` query heads of `head_dim`, with key tiles of key_block tokens and, when
-// deterministic, query tiles of dq_query_block tokens.
-BackwardWorkspace plan_backward_workspace(const Layout& layout, int64_t heads, int64_t head_dim, int key_block,
-                                          int dq_query_block, bool deterministic);
+// Region offsets for `tokens` tokens of `heads` query heads of `head_dim`.
+BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t heads, int64_t head_dim, bool deterministic);
 
 }  // namespace dualkv::detail

@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "dualkv/errors.h"
+#include "host/plan_cache.h"
 
 namespace dualkv {
 namespace {
@@ -42,6 +45,11 @@ void check_offsets(const std::vector<int32_t>& cu_seqlens, const std::vector<int
 }
 
 }  // namespace
+
+Layout::Layout(std::vector<int32_t> cu_seqlens, std::vector<int32_t> cu_groups)
+    : cu_seqlens_(std::move(cu_seqlens)),
+      cu_groups_(std::move(cu_groups)),
+      plan_cache_(std::make_shared<detail::PlanCache>()) {}
 
 Layout Layout::from_lengths(const std::vector<int64_t>& prompt_lengths,
                             const std::vector<std::vector<int64_t>>& response_lengths) {

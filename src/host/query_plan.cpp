@@ -5,19 +5,6 @@
 
 namespace dualkv::detail {
 
-QueryPlanSize query_plan_size(const Layout& layout, int block_m) {
-  QueryPlanSize size{0, 0};
-  for (int32_t g = 0; g < layout.num_groups(); ++g) {
-    for (int32_t s = layout.prompt_segment(g); s < layout.cu_groups()[g + 1]; ++s) {
-      const int64_t tiles =
-          (static_cast<int64_t>(layout.segment_end(s) - layout.segment_begin(s)) + block_m - 1) / block_m;
-      size.tiles += tiles;
-      size.ranges += tiles * (s == layout.prompt_segment(g) ? 1 : 2);
-    }
-  }
-  return size;
-}
-
 int64_t visible_keys_of_last_row(const QueryPlan& plan, const QueryTile& tile) {
   int64_t keys = 0;
   for (int32_t r = tile.range_begin; r + 1 < tile.range_end; ++r) keys += plan.ranges[r].end - plan.ranges[r].begin;

@@ -39,13 +39,6 @@ struct QueryPlan {
   std::vector<KeyRange> ranges;
 };
 
-// Sizes of build_query_plan(layout, block_m) without building it (workspace queries).
-struct QueryPlanSize {
-  int64_t tiles;
-  int64_t ranges;
-};
-QueryPlanSize query_plan_size(const Layout& layout, int block_m);
-
 // Keys the last row of `tile` sees: the ordering weight.
 int64_t visible_keys_of_last_row(const QueryPlan& plan, const QueryTile& tile);
 

@@ -1,10 +1,12 @@
 // The backward work plan against the mask definition of design section 2: key tiles and query
 // tiles cover every token once, their costs are the query rows / key rows the mask makes a tile
-// visit, both lists are heaviest first, and the device workspace stays within the memory budget.
+// visit, both lists are heaviest first, the device plan holds them, and the workspace and plans
+// stay within the memory budget.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <utility>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "cpu/oracle_dense_mask.h"
 #include "dualkv/layout.h"
 #include "host/backward_plan.h"
+#include "host/query_plan.h"
 
 namespace dualkv::detail {
 namespace {
@@ -166,9 +169,10 @@ TEST(BackwardPlan, TilesFollowTheMaskOnRandomBatches) {
 }
 
 // Design section 4: peak memory <= 1.5x the bytes of Q, K, V, O, dO, dQ, dK, dV, so the
-// workspace may add at most half of them. The bound holds while H / Hk stays below head_dim
-// minus the plan's few bytes per token (see backward_plan.h); checked here up to H / Hk = 32.
-TEST(BackwardPlan, WorkspaceStaysWithinHalfTheTensors) {
+// workspace and the plans kept with the layout (both directions') may add at most half of them.
+// The bound holds while H / Hk stays below head_dim minus the plans' few bytes per token; checked
+// here up to H / Hk = 32.
+TEST(BackwardPlan, WorkspaceAndPlansStayWithinHalfTheTensors) {
   const std::vector<BatchSpec> batches = {
       {{1, {1}}},
       {{1, std::vector<int64_t>(200, 1)}},  // one-token segments: the most tiles per token
@@ -178,14 +182,19 @@ TEST(BackwardPlan, WorkspaceStaysWithinHalfTheTensors) {
   for (const BatchSpec& batch : batches) {
     const Layout layout = layout_of(batch);
     const double tokens = layout.total_tokens();
+    const QueryPlan forward_plan = build_query_plan(layout, 128);
+    const double forward_plan_bytes =
+        forward_plan.tiles.size() * sizeof(QueryTile) + forward_plan.ranges.size() * sizeof(KeyRange);
     for (const int64_t head_dim : {64, 128}) {
       for (int64_t kv_heads : {1, 2, 8}) {
         for (int64_t group_size : {1, 4, 8, 32}) {
           const int64_t heads = kv_heads * group_size;
           const double tensor_bytes = tokens * (4.0 * heads + 4.0 * kv_heads) * head_dim * 2 /*16-bit*/;
           for (bool deterministic : {false, true}) {
-            const BackwardWorkspace ws = plan_backward_workspace(layout, heads, head_dim, 128, 64, deterministic);
-            EXPECT_LE(static_cast<double>(ws.total_bytes), 0.5 * tensor_bytes)
+            const BackwardWorkspace ws = plan_backward_workspace(layout.total_tokens(), heads, head_dim, deterministic);
+            const double plan_bytes =
+                forward_plan_bytes + backward_plan_image(layout, 128, 64, deterministic ? 64 : 0).bytes().size();
+            EXPECT_LE(ws.total_bytes + plan_bytes, 0.5 * tensor_bytes)
                 << "H=" << heads << " Hk=" << kv_heads << " d=" << head_dim;
           }
         }
@@ -195,31 +204,41 @@ TEST(BackwardPlan, WorkspaceStaysWithinHalfTheTensors) {
 }
 
 TEST(BackwardPlan, WorkspaceRegionsAreAlignedAndDisjoint) {
-  const Layout layout = layout_of({{17, {5, 1, 70}}, {129, {1}}});
+  const int64_t tokens = 223, heads = 4, head_dim = 64;
   for (bool deterministic : {false, true}) {
-    const int64_t heads = 4, head_dim = 64;
-    const BackwardWorkspace ws = plan_backward_workspace(layout, heads, head_dim, 128, 64, deterministic);
-    const size_t tokens = static_cast<size_t>(layout.total_tokens());
+    const BackwardWorkspace ws = plan_backward_workspace(tokens, heads, head_dim, deterministic);
     EXPECT_EQ(ws.has_dq_accum, !deterministic);
-    EXPECT_EQ(ws.num_query_tiles, deterministic ? count_tiles(layout, 64) : 0);
-    struct Region {
-      size_t offset, bytes;
-    };
-    std::vector<Region> regions = {
-        {ws.delta_offset, tokens * heads * sizeof(float)},
-        {ws.cu_seqlens_offset, layout.cu_seqlens().size() * sizeof(int32_t)},
-        {ws.key_tiles_offset, static_cast<size_t>(ws.num_key_tiles) * sizeof(TileWork)},
-        {ws.query_tiles_offset, static_cast<size_t>(ws.num_query_tiles) * sizeof(TileWork)},
-    };
-    if (ws.has_dq_accum) regions.push_back({ws.dq_accum_offset, tokens * heads * head_dim * sizeof(float)});
-    for (size_t i = 0; i < regions.size(); ++i) {
-      EXPECT_EQ(regions[i].offset % 16, 0u);
-      EXPECT_LE(regions[i].offset + regions[i].bytes, ws.total_bytes);
-      for (size_t j = 0; j < i; ++j) {
-        const bool disjoint = regions[i].offset + regions[i].bytes <= regions[j].offset ||
-                              regions[j].offset + regions[j].bytes <= regions[i].offset;
-        EXPECT_TRUE(disjoint || regions[i].bytes == 0 || regions[j].bytes == 0) << i << " vs " << j;
-      }
+    const size_t delta_bytes = tokens * heads * sizeof(float);
+    EXPECT_EQ(ws.delta_offset % 16, 0u);
+    EXPECT_LE(ws.delta_offset + delta_bytes, ws.total_bytes);
+    if (ws.has_dq_accum) {
+      const size_t dq_accum_bytes = tokens * heads * head_dim * sizeof(float);
+      EXPECT_EQ(ws.dq_accum_offset % 16, 0u);
+      EXPECT_LE(ws.dq_accum_offset + dq_accum_bytes, ws.total_bytes);
+      EXPECT_TRUE(ws.dq_accum_offset + dq_accum_bytes <= ws.delta_offset ||
+                  ws.delta_offset + delta_bytes <= ws.dq_accum_offset);
+    }
+  }
+}
+
+// The device plan holds the layout's offsets and exactly the tile lists the planners return.
+TEST(BackwardPlan, PlanImageHoldsOffsetsAndTiles) {
+  const Layout layout = layout_of({{17, {5, 1, 70}}, {129, {1}}});
+  for (int dq_query_block : {0, 64}) {
+    const PlanImage image = backward_plan_image(layout, 128, 64, dq_query_block);
+    ASSERT_EQ(image.regions().size(), 3u);
+    const auto region = [&](size_t index) { return image.bytes().data() + image.regions()[index].offset; };
+    const std::vector<int32_t>& offsets = layout.cu_seqlens();
+    ASSERT_EQ(image.regions()[kCuSeqlensRegion].count, static_cast<int64_t>(offsets.size()));
+    EXPECT_EQ(std::memcmp(region(kCuSeqlensRegion), offsets.data(), offsets.size() * sizeof(int32_t)), 0);
+    const std::vector<TileWork> key_tiles = plan_key_tiles(layout, 128, 64);
+    ASSERT_EQ(image.regions()[kKeyTilesRegion].count, static_cast<int64_t>(key_tiles.size()));
+    EXPECT_EQ(std::memcmp(region(kKeyTilesRegion), key_tiles.data(), key_tiles.size() * sizeof(TileWork)), 0);
+    const std::vector<TileWork> query_tiles =
+        dq_query_block > 0 ? plan_query_tiles(layout, dq_query_block) : std::vector<TileWork>{};
+    ASSERT_EQ(image.regions()[kQueryTilesRegion].count, static_cast<int64_t>(query_tiles.size()));
+    if (!query_tiles.empty()) {
+      EXPECT_EQ(std::memcmp(region(kQueryTilesRegion), query_tiles.data(), query_tiles.size() * sizeof(TileWork)), 0);
     }
   }
 }

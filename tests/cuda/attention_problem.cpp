@@ -79,18 +79,6 @@ dualkv::ExecutionOptions cpu_fp64_options() {
   return options;
 }
 
-class Stream {
- public:
-  Stream() { check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }
-  ~Stream() { cudaStreamDestroy(stream_); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
-
 template <typename Params>
 void run_with_workspace(const dualkv::Layout& layout, Params params, size_t workspace_bytes,
                         void (*entry)(const dualkv::Layout&, const Params&)) {

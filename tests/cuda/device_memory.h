@@ -1,7 +1,7 @@
 // Owning device allocations for the GPU suite, and CUDA status checks that fail loudly.
 //
 // The suite talks to the library through the public API only; this is the little CUDA runtime
-// plumbing the tests themselves need (inputs up, results down, reference kernels' scratch).
+// plumbing the tests themselves need (inputs up, results down, reference kernels' scratch, streams).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -41,6 +41,19 @@ class DeviceBytes {
  private:
   size_t bytes_ = 0;
   void* data_ = nullptr;
+};
+
+// A non-blocking stream of its own, so that a call's work is ordered only by what it asks for.
+class Stream {
+ public:
+  Stream() { check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  ~Stream() { cudaStreamDestroy(stream_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
 };
 
 }  // namespace dualkv_test

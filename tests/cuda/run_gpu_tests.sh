@@ -14,6 +14,6 @@ echo "== GPU suite"
 "$tests" --gtest_brief=1 || status=1
 for tool in memcheck racecheck; do
   echo "== compute-sanitizer --tool $tool (sanitizer subset)"
-  "$sanitizer" --tool "$tool" --error-exitcode 3 "$tests" --gtest_filter='*Sanitizer*' --gtest_brief=1 || status=1
+  "$sanitizer" --tool "$tool" --error-exitcode 3 "$tests" --gtest_filter='*Sanitizer*:CudaPlans.CachedAndShortLivedPlansGiveTheSameBits' --gtest_brief=1 || status=1
 done
 exit $status

@@ -210,3 +210,25 @@ def test_deterministic_backward_is_bitwise_reproducible(device, generator):
         runs.append((q.grad, k.grad, v.grad))
     for first, second in zip(*runs):
         assert torch.equal(first, second)
+
+
+@pytest.mark.parametrize(
+    "device, dtype", [("cpu", torch.float32), pytest.param("cuda", torch.float16, marks=NEEDS_GPU)]
+)
+def test_offsets_changed_in_place_are_not_served_from_the_cache(device, dtype, make_qkv):
+    """The operator keeps one C++ layout, with its device plans, per pair of offset tensors while
+    they live (python/csrc/layout_registry.h). Offsets written into the same tensors between two
+    calls are another layout: the second call follows them."""
+    cu_seqlens = torch.tensor([0, 4, 7, 12], dtype=torch.int32)  # prompt 4, responses 3 and 5
+    cu_groups = torch.tensor([0, 3], dtype=torch.int32)
+    q, k, v = (t.detach().to(device) for t in make_qkv(12, HEADS, 2, HEAD_DIM, dtype))
+    first, _ = torch.ops.dualkv.attention_forward(q, k, v, cu_seqlens, cu_groups, None, False)
+    again, _ = torch.ops.dualkv.attention_forward(q, k, v, cu_seqlens, cu_groups, None, False)
+    assert torch.equal(first, again)
+
+    cu_seqlens.copy_(torch.tensor([0, 6, 8, 12], dtype=torch.int32))  # prompt 6, responses 2 and 4
+    changed, _ = torch.ops.dualkv.attention_forward(q, k, v, cu_seqlens, cu_groups, None, False)
+    expected, _ = dense_reference(
+        q.cpu().double(), k.cpu().double(), v.cpu().double(), visibility_mask([6], [[2, 4]]), HEAD_DIM**-0.5
+    )
+    assert_close_to_reference(changed.cpu(), expected, dtype)

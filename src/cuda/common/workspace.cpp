@@ -1,12 +1,9 @@
 #include "cuda/common/workspace.h"
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
 #include <string>
 
 #include "cuda/common/argument_checks.h"
-#include "cuda/common/cuda_check.h"
 #include "dualkv/errors.h"
 
 namespace dualkv::detail {
@@ -22,11 +19,6 @@ void* aligned_workspace(const ExecutionOptions& options, int device_index, size_
   const uintptr_t start = reinterpret_cast<uintptr_t>(options.workspace);
   const uintptr_t aligned = (start + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
   return reinterpret_cast<void*>(aligned);
-}
-
-void upload_async(void* device, const void* host, size_t bytes, const ExecutionOptions& options) {
-  check_cuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(options.stream)),
-             "cudaMemcpyAsync (work plan upload)");
 }
 
 }  // namespace dualkv::detail

@@ -1,6 +1,6 @@
-// The caller's device workspace: sizing, checking and uploading host-made data (work plans) into
-// it on the caller's stream. Regions start on kWorkspaceAlignment boundaries whatever pointer the
-// caller hands in, which is why every size carries kWorkspaceAlignment bytes of slack.
+// The caller's device workspace (per-call scratch): sizing and checking it. Regions start on
+// kWorkspaceAlignment boundaries whatever pointer the caller hands in, which is why every size
+// carries kWorkspaceAlignment bytes of slack.
 #pragma once
 
 #include <cstddef>
@@ -18,9 +18,5 @@ constexpr size_t workspace_bytes_for(size_t payload_bytes) { return payload_byte
 // `payload_bytes` after alignment, "options.workspace" if it is null or not device memory of
 // `device_index`.
 void* aligned_workspace(const ExecutionOptions& options, int device_index, size_t payload_bytes);
-
-// Copies `bytes` of host memory to `device` on options.stream. The source may be freed as soon as
-// this returns (pageable copies are staged before the call returns).
-void upload_async(void* device, const void* host, size_t bytes, const ExecutionOptions& options);
 
 }  // namespace dualkv::detail

@@ -1,5 +1,6 @@
 // Hopper backend of dualkv::forward (compiled only when the build has sm_90a kernels): the calls
-// it covers, its workspace, and the launch. Arguments are validated by the caller.
+// it covers and the launch; its work plan comes from the layout's plan cache, so it needs no
+// workspace. Arguments are validated by the caller.
 #pragma once
 
 #include <cstddef>
@@ -14,8 +15,6 @@ bool forward_covers(const ForwardParams& params);
 
 // Whether that kernel fits the shared memory per block the call allows (options.max_shared_memory_per_block).
 bool forward_fits(const ForwardParams& params);
-
-size_t forward_workspace_bytes(const Layout& layout, const ForwardParams& params);
 
 void forward(const Layout& layout, const ForwardParams& params);
 
