@@ -34,6 +34,8 @@ file(GLOB_RECURSE DUALKV_SM90_KERNEL_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_
 file(GLOB_RECURSE DUALKV_SM90_HOST_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cuda/sm90/*.cpp)
 list(REMOVE_ITEM DUALKV_CUDA_SOURCES ${DUALKV_SM90_KERNEL_SOURCES} ${DUALKV_SM90_HOST_SOURCES})
 target_sources(dualkv PRIVATE ${DUALKV_CUDA_SOURCES})
+# The dualkv target exists before this file runs, so it did not see the default set above.
+set_target_properties(dualkv PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
 
 set(dualkv_cuda_flags --expt-relaxed-constexpr -lineinfo -Xptxas=-warn-spills)
 string(REGEX MATCH "(^|;)90" dualkv_builds_sm90 "${CMAKE_CUDA_ARCHITECTURES}")

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._layout import _as_int
+from ._layout import _as_int32
 from .packing import PackedBatch, pack
 
 __all__ = ["GroupSlice", "MicroBatch", "MicroBatchPlan", "pack_microbatch", "plan_microbatches"]
@@ -178,7 +178,7 @@ def _slice_tokens(s: GroupSlice) -> int:
 
 
 def _positive_int(value, name: str) -> int:
-    value = _as_int(value, name)
+    value = _as_int32(value, name)
     if value < 1:
         raise ValueError(f"{name}: must be >= 1, got {value}")
     return value
