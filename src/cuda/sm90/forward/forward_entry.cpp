@@ -8,10 +8,10 @@
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_guard.h"
+#include "cuda/common/device_plan.h"
 #include "cuda/common/shared_memory_limit.h"
 #include "cuda/common/softmax_math.h"
 #include "cuda/common/tensor_map.h"
-#include "cuda/common/device_plan.h"
 #include "cuda/sm90/forward/launch.h"
 #include "cuda/sm90/forward/tile_shape.h"
 #include "dualkv/errors.h"
