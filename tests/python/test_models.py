@@ -200,7 +200,7 @@ def test_attention_function_needs_position_ids_and_a_layout():
     k = v = torch.zeros(1, 2, packed.num_tokens, 16)
     with pytest.raises(ValueError, match="position_ids: this model does not pass position ids"):
         dualkv.transformers.dualkv_attention_forward(attention_layer, q, k, v, None, dualkv_layout=packed.layout)
-    with pytest.raises(TypeError, match="dualkv_layout: expected a dualkv.Layout, got tuple"):
+    with pytest.raises(TypeError, match="dualkv_layout: expected a dualkv.Layout or SequenceParallelLayout, got tuple"):
         dualkv.transformers.dualkv_attention_forward(attention_layer, q, k, v, None, dualkv_layout=(1, 2))
 
 
