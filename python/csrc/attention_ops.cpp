@@ -4,6 +4,7 @@
 #include <ATen/ops/empty.h>
 
 #include <memory>
+#include <string>
 
 #include "dualkv/dualkv.h"
 #include "error_translation.h"
@@ -12,6 +13,13 @@
 
 namespace dualkv::torch_binding {
 namespace {
+
+KernelFamily parse_kernel_family(c10::string_view name) {
+  if (name == "auto") return KernelFamily::kAuto;
+  if (name == "portable") return KernelFamily::kPortable;
+  if (name == "hopper") return KernelFamily::kHopper;
+  throw Error("kernel_family", "must be \"auto\", \"portable\" or \"hopper\", got \"" + std::string(name) + "\"");
+}
 
 float resolve_softmax_scale(std::optional<double> softmax_scale, int64_t head_dim) {
   return softmax_scale ? static_cast<float>(*softmax_scale) : default_softmax_scale(head_dim);
@@ -39,7 +47,8 @@ at::Tensor attach_workspace(size_t bytes, const at::Device& device, ExecutionOpt
 
 std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                      const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
-                                                     std::optional<double> softmax_scale, void* stream) {
+                                                     std::optional<double> softmax_scale,
+                                                     c10::string_view kernel_family, void* stream) {
   return translate_errors([&] {
     const std::shared_ptr<const Layout> layout = layout_of_call(cu_seqlens, cu_groups);
     const at::Tensor q_in = in_viewable_layout(q);
@@ -56,6 +65,7 @@ std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const 
     params.lse = lse_output_view(lse, "lse");
     params.softmax_scale = resolve_softmax_scale(softmax_scale, params.q.head_dim);
     params.options = execution_options(stream);
+    params.options.kernel_family = parse_kernel_family(kernel_family);
     const at::Tensor workspace =
         attach_workspace(forward_workspace_bytes(*layout, params), q_in.device(), params.options);
 

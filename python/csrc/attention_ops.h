@@ -12,12 +12,15 @@
 namespace dualkv::torch_binding {
 
 // Schema: attention_forward(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens, Tensor cu_groups,
-//                           float? softmax_scale, bool deterministic) -> (Tensor out, Tensor lse)
+//                           float? softmax_scale, bool deterministic, str kernel_family="auto")
+//                           -> (Tensor out, Tensor lse)
 // `deterministic` does not affect the forward pass; it is an argument so that the autograd
-// formula registered in Python can hand it to the backward operator.
+// formula registered in Python can hand it to the backward operator. kernel_family: "auto",
+// "portable" or "hopper" (ExecutionOptions::kernel_family; ignored on the CPU).
 std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                      const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
-                                                     std::optional<double> softmax_scale, void* stream);
+                                                     std::optional<double> softmax_scale,
+                                                     c10::string_view kernel_family, void* stream);
 
 // Schema: attention_backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse,
 //                            Tensor cu_seqlens, Tensor cu_groups, float? softmax_scale,

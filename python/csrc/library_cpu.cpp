@@ -13,8 +13,9 @@ namespace {
 std::tuple<at::Tensor, at::Tensor> attention_forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                          const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
                                                          std::optional<double> softmax_scale,
-                                                         bool /*deterministic: backward only*/) {
-  return attention_forward(q, k, v, cu_seqlens, cu_groups, softmax_scale, /*stream=*/nullptr);
+                                                         bool /*deterministic: backward only*/,
+                                                         c10::string_view kernel_family) {
+  return attention_forward(q, k, v, cu_seqlens, cu_groups, softmax_scale, kernel_family, /*stream=*/nullptr);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cpu(
@@ -31,7 +32,7 @@ TORCH_LIBRARY(dualkv, m) {
   m.set_python_module("dualkv._attention");
   m.def(
       "attention_forward(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens, Tensor cu_groups, "
-      "float? softmax_scale, bool deterministic) -> (Tensor out, Tensor lse)",
+      "float? softmax_scale, bool deterministic, str kernel_family=\"auto\") -> (Tensor out, Tensor lse)",
       {at::Tag::pt2_compliant_tag});
   m.def(
       "attention_backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "

@@ -23,9 +23,10 @@ void* current_stream() { return at::cuda::getCurrentCUDAStream().stream(); }
 std::tuple<at::Tensor, at::Tensor> attention_forward_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                           const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
                                                           std::optional<double> softmax_scale,
-                                                          bool /*deterministic: backward only*/) {
+                                                          bool /*deterministic: backward only*/,
+                                                          c10::string_view kernel_family) {
   const c10::cuda::OptionalCUDAGuard device_guard(cuda_device_of(q));
-  return attention_forward(q, k, v, cu_seqlens, cu_groups, softmax_scale, current_stream());
+  return attention_forward(q, k, v, cu_seqlens, cu_groups, softmax_scale, kernel_family, current_stream());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cuda(

@@ -23,6 +23,7 @@ def attention(
     *,
     softmax_scale: float | None = None,
     deterministic: bool = False,
+    kernel_family: str = "auto",
 ) -> torch.Tensor:
     """Attention over the packed shared-prompt layout; returns out (T, H, d), differentiable in
     q, k and v.
@@ -34,10 +35,15 @@ def attention(
     and k is in the group's prompt or in q's own segment.
 
     softmax_scale: defaults to 1 / sqrt(d). deterministic: a backward pass whose results are
-    bitwise reproducible on CUDA (the CPU path always is). Bad input raises ValueError naming the
-    argument and the rule it broke.
+    bitwise reproducible on CUDA (the CPU path always is). kernel_family: the CUDA forward's
+    kernels: "auto" (the Hopper kernels on an H100/H200 when they cover the call, the portable
+    ones otherwise), "portable" or "hopper" (an error where it cannot run); the backward has the
+    portable kernels only; ignored on the CPU. Bad input raises ValueError naming the argument and
+    the rule it broke.
     """
-    out, _ = attention_with_lse(q, k, v, layout, softmax_scale=softmax_scale, deterministic=deterministic)
+    out, _ = attention_with_lse(
+        q, k, v, layout, softmax_scale=softmax_scale, deterministic=deterministic, kernel_family=kernel_family
+    )
     return out
 
 
@@ -49,18 +55,24 @@ def attention_with_lse(
     *,
     softmax_scale: float | None = None,
     deterministic: bool = False,
+    kernel_family: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`attention` that also returns the softmax log-sum-exp: (out, lse) with lse (H, T) float32,
     the natural log of sum_k exp(softmax_scale * q.k) over each query's visible keys, for callers
     that merge attention states. Gradients flow through out only: lse is not differentiable."""
-    _check_arguments(q, k, v, layout, softmax_scale, deterministic)
+    _check_arguments(q, k, v, layout, softmax_scale, deterministic, kernel_family)
     if softmax_scale is not None:
         softmax_scale = float(softmax_scale)
     cu_seqlens, cu_groups = layout._operator_offsets()
-    return torch.ops.dualkv.attention_forward(q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic)
+    return torch.ops.dualkv.attention_forward(
+        q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic, kernel_family
+    )
 
 
-def _check_arguments(q, k, v, layout, softmax_scale, deterministic) -> None:
+KERNEL_FAMILIES = ("auto", "portable", "hopper")
+
+
+def _check_arguments(q, k, v, layout, softmax_scale, deterministic, kernel_family) -> None:
     """Python-level types only; shapes, dtypes, devices and values are checked by the C++ core."""
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         if not isinstance(tensor, torch.Tensor):
@@ -71,6 +83,8 @@ def _check_arguments(q, k, v, layout, softmax_scale, deterministic) -> None:
         raise TypeError(f"softmax_scale: expected a float or None, got {type(softmax_scale).__name__}")
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic: expected a bool, got {type(deterministic).__name__}")
+    if kernel_family not in KERNEL_FAMILIES:
+        raise ValueError(f"kernel_family: must be one of {KERNEL_FAMILIES}, got {kernel_family!r}")
 
 
 def _check_fake_devices(q, cu_seqlens, cu_groups, **like_q) -> None:
@@ -88,7 +102,7 @@ def _check_fake_devices(q, cu_seqlens, cu_groups, **like_q) -> None:
 
 
 @torch.library.register_fake("dualkv::attention_forward")
-def _attention_forward_fake(q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic):
+def _attention_forward_fake(q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic, kernel_family="auto"):
     _check_fake_devices(q, cu_seqlens, cu_groups, k=k, v=v)
     # Shapes and strides as the C++ kernels allocate them: out contiguous like q, lse (H, T) fp32.
     tokens, heads, _ = q.shape
@@ -102,7 +116,7 @@ def _attention_backward_fake(dout, q, k, v, out, lse, cu_seqlens, cu_groups, sof
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic = inputs
+    q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic, _kernel_family = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_seqlens, cu_groups)
     ctx.softmax_scale = softmax_scale
@@ -117,7 +131,7 @@ def _backward(ctx, grad_out, grad_lse):
     dq, dk, dv = torch.ops.dualkv.attention_backward(
         grad_out, q, k, v, out, lse, cu_seqlens, cu_groups, ctx.softmax_scale, ctx.deterministic
     )
-    return dq, dk, dv, None, None, None, None
+    return dq, dk, dv, None, None, None, None, None
 
 
 torch.library.register_autograd("dualkv::attention_forward", _backward, setup_context=_setup_context)

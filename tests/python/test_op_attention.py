@@ -232,3 +232,23 @@ def test_offsets_changed_in_place_are_not_served_from_the_cache(device, dtype, m
         q.cpu().double(), k.cpu().double(), v.cpu().double(), visibility_mask([6], [[2, 4]]), HEAD_DIM**-0.5
     )
     assert_close_to_reference(changed.cpu(), expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@NEEDS_GPU
+def test_each_kernel_family_matches_the_reference(dtype, make_qkv):
+    """The forward of each CUDA kernel family, forced through kernel_family, against the dense-mask
+    reference; a family this GPU lacks (Hopper off compute capability 9.0) is an error naming it."""
+    prompt_lens, response_lens = LAYOUTS["three_groups_ragged"]
+    layout = dualkv.Layout.from_lengths(prompt_lens, response_lens)
+    q, k, v = (t.detach().cuda() for t in make_qkv(layout.num_tokens, HEADS, 2, HEAD_DIM, dtype))
+    mask = visibility_mask(prompt_lens, response_lens)
+    expected_out, expected_lse = dense_reference(q.cpu().double(), k.cpu().double(), v.cpu().double(), mask, HEAD_DIM**-0.5)
+    for family in ("portable", "hopper"):
+        if family == "hopper" and torch.cuda.get_device_capability() != (9, 0):
+            with pytest.raises(ValueError, match="kernel_family"):
+                dualkv.attention(q, k, v, layout, kernel_family=family)
+            continue
+        out, lse = dualkv.attention_with_lse(q, k, v, layout, kernel_family=family)
+        assert_close_to_reference(out.cpu(), expected_out, dtype)
+        assert_close_to_reference(lse.cpu(), expected_lse, torch.float32)

@@ -162,3 +162,11 @@ def test_all_meta_tensors_give_shapes_for_tracing(qkv, layout):
     out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.cu_groups, None, False)
     assert out.device.type == lse.device.type == "meta"
     assert out.shape == q.shape and lse.shape == (q.shape[1], q.shape[0])
+
+
+def test_unknown_kernel_family_is_an_error_naming_it(qkv, layout):
+    with pytest.raises(ValueError, match="kernel_family"):
+        dualkv.attention(*qkv, layout, kernel_family="sm90")
+    # The operator itself checks too (callers of torch.ops.dualkv skip the Python wrapper).
+    with pytest.raises(ValueError, match=names("kernel_family")):
+        torch.ops.dualkv.attention_forward(*qkv, layout.cu_seqlens, layout.cu_groups, None, False, "sm90")
