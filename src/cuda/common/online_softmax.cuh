@@ -45,6 +45,20 @@ __device__ __forceinline__ float chained_reduce(const Matrix& m, int r, Op op) {
   return partial[0];
 }
 
+// Stores this thread's row LSEs (from OnlineSoftmax::finish) at lse_rows[row] for rows < rows.
+// row_coords: the (row, column) view of the accumulator's coordinates; one lane of each quad holds
+// column 0 of the quad's rows, and only it writes.
+template <int kRows, typename RowCoords>
+__device__ __forceinline__ void store_row_lse(const RowCoords& row_coords, const float (&lse)[kRows], float* lse_rows,
+                                              int rows) {
+  if (cute::get<1>(row_coords(0, 0)) != 0) return;
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const int row = cute::get<0>(row_coords(r, 0));
+    if (row < rows) lse_rows[row] = lse[r];
+  }
+}
+
 template <int kRows>
 struct OnlineSoftmax {
   float row_max[kRows];  // in raw score units; -inf until a row has seen a key

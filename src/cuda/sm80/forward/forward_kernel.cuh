@@ -147,14 +147,7 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const __grid_
   softmax.finish(out, p.softmax_scale, lse);
   Tensor tOcO = mma_slice.partition_C(make_identity_tensor(BlockQ{}));
   Tensor tOcO_rows = make_tensor(tOcO.data(), accumulator_rows_by_columns(tOcO.layout()));
-  if (get<1>(tOcO_rows(0, 0)) == 0) {  // one lane of each quad holds column 0 of the quad's rows
-    float* lse_head = p.lse + head * p.lse_head_stride + tile.q_begin;
-    CUTE_UNROLL
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      const int row = get<0>(tOcO_rows(r, 0));
-      if (row < rows) lse_head[row] = lse[r];
-    }
-  }
+  store_row_lse(tOcO_rows, lse, p.lse + head * p.lse_head_stride + tile.q_begin, rows);
 
   Tensor o_fragment = convert_fragment<Element>(acc_o);
   auto smem_store_o = make_tiled_copy_C(typename Config::SmemStoreAtomO{}, mma);

@@ -243,14 +243,7 @@ __device__ void consume(const ForwardKernelParams& p, typename Config::SharedSto
     softmax.finish(out, p.softmax_scale, lse);
     const int rows = tile.q_end - tile.q_begin;
     Tensor row_coords = make_tensor(tScS.data(), accumulator_rows_by_columns(tScS.layout()));
-    if (get<1>(row_coords(0, 0)) == 0) {
-      float* lse_head = p.lse + head * p.lse_head_stride + tile.q_begin;
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        const int row = get<0>(row_coords(r, 0));
-        if (row < rows) lse_head[row] = lse[r];
-      }
-    }
+    store_row_lse(row_coords, lse, p.lse + head * p.lse_head_stride + tile.q_begin, rows);
     Tensor o16 = convert_fragment<Element>(acc_o);
     Element* out_head = static_cast<Element*>(p.out) + tile.q_begin * p.out_token_stride + head * p.out_head_stride;
     CUTE_UNROLL
