@@ -6,8 +6,6 @@
 // MMA of step s.
 #pragma once
 
-#include <cutlass/array.h>
-#include <cutlass/numeric_conversion.h>
 #include <cutlass/numeric_types.h>
 
 #include <cute/tensor.hpp>

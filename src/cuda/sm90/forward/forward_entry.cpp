@@ -15,7 +15,6 @@
 #include "cuda/sm90/forward/launch.h"
 #include "cuda/sm90/forward/tile_shape.h"
 #include "dualkv/errors.h"
-#include "host/query_plan.h"
 
 namespace dualkv::detail::sm90 {
 namespace {

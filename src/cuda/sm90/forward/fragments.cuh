@@ -6,9 +6,6 @@
 // columns 8j + 2(t%4) (+1), so the 4 lanes of a quad share a row.
 #pragma once
 
-#include <cutlass/array.h>
-#include <cutlass/numeric_conversion.h>
-
 #include <cute/tensor.hpp>
 
 #include "cuda/common/fragment_convert.cuh"
