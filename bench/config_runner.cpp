@@ -39,8 +39,7 @@ View token_head_view(void* data, DType dtype, int64_t tokens, int64_t heads, int
 }
 
 // Every tensor of one forward + backward, contiguous, inputs random; the parameters of both
-// passes carry the run's shared-memory cap, and the forward's its kernel family (the backward
-// has the portable family only).
+// passes carry the run's shared-memory cap and kernel family.
 class TensorSet {
  public:
   TensorSet(const BenchConfig& config, DType dtype, int64_t tokens, uint64_t seed, const RunOptions& options)
@@ -91,6 +90,7 @@ class TensorSet {
     params.dv = kv_view<OutputTensor>(dv_);
     params.softmax_scale = default_softmax_scale(config_.head_dim);
     params.options.max_shared_memory_per_block = max_shared_memory_per_block_;
+    params.options.kernel_family = kernel_family_;
     return params;
   }
 

@@ -3,8 +3,8 @@
 //   dualkv_bench [--configs all|NxP,...] [--dtype fp16|bf16|both] [--repeats 10] [--warmups 2]
 //                [--max-shared-memory BYTES] [--kernel-family auto|portable|hopper] [--json PATH]
 //
-// --kernel-family forces the forward's kernel family (ExecutionOptions::kernel_family; the
-// backward has the portable family only); the JSON records it.
+// --kernel-family forces the kernel family of both passes (ExecutionOptions::kernel_family); the
+// JSON records it.
 // --max-shared-memory caps the shared memory per block of every call (ExecutionOptions::
 // max_shared_memory_per_block): 101376 times the tiles an sm_86/sm_89 GPU runs. The device line of
 // the table and the JSON says so.

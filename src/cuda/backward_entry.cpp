@@ -1,7 +1,9 @@
-// CUDA backend of dualkv::backward: CUDA-only argument checks, the choice of tile shape (the
-// fastest compiled one that fits the shared memory a block may use), the backward plan from the
-// layout's cache (built and uploaded by the layout's first backward), the per-call scratch in the
-// caller's workspace, and dispatch to the compiled (dtype, tile shape) sm80 kernels.
+// CUDA backend of dualkv::backward: CUDA-only argument checks, the kernel family
+// (ExecutionOptions::kernel_family), the tile sizes (Hopper: its one shape per head_dim; portable:
+// the fastest compiled shape that fits the shared memory a block may use), the backward plan from
+// the layout's cache (built and uploaded by the layout's first backward), the per-call scratch in
+// the caller's workspace, and dispatch to the Hopper entry (sm90/backward/backward_entry) or the
+// compiled (dtype, tile shape) sm80 kernels.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -12,10 +14,14 @@
 #include "cuda/common/argument_checks.h"
 #include "cuda/common/device_guard.h"
 #include "cuda/common/device_plan.h"
+#include "cuda/common/kernel_family.h"
 #include "cuda/common/shared_memory_limit.h"
 #include "cuda/common/workspace.h"
 #include "cuda/sm80/backward/launch.h"
 #include "cuda/sm80/backward/tile_shapes.h"
+#ifdef DUALKV_WITH_SM90
+#include "cuda/sm90/backward/backward_entry.h"
+#endif
 #include "dualkv/errors.h"
 #include "host/backend.h"
 #include "host/backward_plan.h"
@@ -26,14 +32,32 @@ namespace {
 constexpr int kSm80BackwardHeadDims[] = {64, 128};
 
 void check_compiled(const BackwardParams& params) {
-  check_cuda_accumulation(params.options.accumulation);
-  if (params.options.kernel_family == KernelFamily::kHopper) {
-    throw Error("options.kernel_family",
-                "the Hopper backward is not built yet: kAuto and kPortable run the portable backward");
-  }
   check_compiled_dtype(params.q.dtype, "q.dtype");
   check_compiled_head_dim(params.q.head_dim, kSm80BackwardHeadDims, "q.head_dim");
 }
+
+// Whether the call runs the Hopper kernels (a forced family the build or device lacks throws).
+// kAuto also needs the kernel to fit options.max_shared_memory_per_block; a forced kHopper that
+// does not fit is reported by the Hopper entry, naming that option.
+bool runs_hopper(const BackwardParams& params) {
+#ifdef DUALKV_WITH_SM90
+  const bool covered = sm90::backward_covers(params) &&
+                       (params.options.kernel_family != KernelFamily::kAuto || sm90::backward_fits(params));
+#else
+  const bool covered = false;
+#endif
+  return resolve_kernel_family(params.options.kernel_family, params.q.device.index, covered) == KernelFamily::kHopper;
+}
+
+// The tile sizes a call's plan and workspace are built for, and the portable shape that runs it
+// (nullptr on the Hopper path).
+struct BackwardLaunch {
+  int head_dim;
+  int key_block;
+  int query_block;
+  int dq_query_block;  // 0 unless deterministic
+  const sm80::BackwardTileShape* portable;
+};
 
 // The first compiled shape of q.head_dim that fits the device's shared memory per block (or
 // options.max_shared_memory_per_block): at head_dim 128, 128 x 64 tiles on A100 and Hopper and
@@ -76,17 +100,34 @@ void run_for_tile_shape(const sm80::BackwardTileShape& shape, const BackwardKern
   run_for_tile_shape<kDType>(shape, kernel_params, std::make_index_sequence<kShapes>{});
 }
 
+BackwardLaunch blocks_for(const BackwardParams& params, bool hopper) {
+#ifdef DUALKV_WITH_SM90
+  if (hopper) {
+    const sm90::BackwardBlocks blocks = sm90::backward_blocks(params);
+    return {static_cast<int>(params.q.head_dim), blocks.key_block, blocks.query_block, blocks.dq_query_block, nullptr};
+  }
+#endif
+  (void)hopper;
+  check_compiled(params);
+  const sm80::BackwardTileShape& shape = tile_shape_for(params);
+  return {shape.head_dim, shape.key_block, shape.query_block, params.deterministic ? shape.dq_query_block : 0, &shape};
+}
+
+BackwardWorkspace workspace_for(const Layout& layout, const BackwardParams& params, const BackwardLaunch& blocks) {
+  return plan_backward_workspace(layout.total_tokens(), params.q.heads, blocks.head_dim, params.deterministic,
+                                 /*copies_lse=*/blocks.portable == nullptr);
+}
+
 }  // namespace
 
 size_t cuda_backward_workspace_bytes(const Layout& layout, const BackwardParams& params) {
-  check_compiled(params);
-  const sm80::BackwardTileShape& shape = tile_shape_for(params);
-  return workspace_bytes_for(
-      plan_backward_workspace(layout.total_tokens(), params.q.heads, shape.head_dim, params.deterministic).total_bytes);
+  check_cuda_accumulation(params.options.accumulation);
+  const BackwardLaunch blocks = blocks_for(params, runs_hopper(params));
+  return workspace_bytes_for(workspace_for(layout, params, blocks).total_bytes);
 }
 
 void cuda_backward(const Layout& layout, const BackwardParams& params) {
-  check_compiled(params);
+  check_cuda_accumulation(params.options.accumulation);
   const BackwardParams& p = params;
   const int device = p.q.device.index;
   check_device_pointer(p.dout.data, p.dout.device, "dout");
@@ -107,17 +148,15 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   check_vector_aligned(p.dk, "dk");
   check_vector_aligned(p.dv, "dv");
 
-  const sm80::BackwardTileShape& shape = tile_shape_for(p);
-  const int dq_query_block = p.deterministic ? shape.dq_query_block : 0;  // the dQ kernel's tiles, if it runs
-  check_one_launch(count_tiles(layout, shape.key_block), p.k.heads, "key tiles");
-  if (p.deterministic) check_one_launch(count_tiles(layout, dq_query_block), p.q.heads, "query tiles");
-  const BackwardWorkspace ws =
-      plan_backward_workspace(layout.total_tokens(), p.q.heads, shape.head_dim, p.deterministic);
+  const BackwardLaunch blocks = blocks_for(p, runs_hopper(p));
+  check_one_launch(count_tiles(layout, blocks.key_block), p.k.heads, "key tiles");
+  if (p.deterministic) check_one_launch(count_tiles(layout, blocks.dq_query_block), p.q.heads, "query tiles");
+  const BackwardWorkspace ws = workspace_for(layout, p, blocks);
 
   DeviceGuard guard(device);
   auto* base = static_cast<char*>(aligned_workspace(p.options, device, ws.total_bytes));
   const DeviceBackwardPlan plan =
-      device_backward_plan(layout, shape.key_block, shape.query_block, dq_query_block, device, p.options);
+      device_backward_plan(layout, blocks.key_block, blocks.query_block, blocks.dq_query_block, device, p.options);
 
   BackwardKernelParams k{};
   k.dout = view_of(p.dout);
@@ -131,6 +170,8 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   k.lse = p.lse.data;
   k.lse_head_stride = p.lse.head_stride;
   k.delta = reinterpret_cast<float*>(base + ws.delta_offset);
+  k.lse_copy = ws.has_lse_copy ? reinterpret_cast<float*>(base + ws.lse_copy_offset) : nullptr;
+  k.stats_row_stride = ws.stats_row_stride;
   k.dq_accum = ws.has_dq_accum ? reinterpret_cast<float*>(base + ws.dq_accum_offset) : nullptr;
   k.cu_seqlens = plan.cu_seqlens;
   k.key_tiles = plan.key_tiles;
@@ -143,10 +184,13 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   k.softmax_scale = p.softmax_scale;
   k.stream = p.options.stream;
 
+#ifdef DUALKV_WITH_SM90
+  if (blocks.portable == nullptr) return sm90::backward(p, k);
+#endif
   if (p.q.dtype == DType::kFloat16) {
-    run_for_tile_shape<DType::kFloat16>(shape, k);
+    run_for_tile_shape<DType::kFloat16>(*blocks.portable, k);
   } else {
-    run_for_tile_shape<DType::kBFloat16>(shape, k);
+    run_for_tile_shape<DType::kBFloat16>(*blocks.portable, k);
   }
 }
 

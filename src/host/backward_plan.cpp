@@ -84,15 +84,20 @@ PlanImage backward_plan_image(const Layout& layout, int key_block, int query_blo
   return image;
 }
 
-BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t heads, int64_t head_dim, bool deterministic) {
-  const auto rows = static_cast<size_t>(tokens * heads);
+BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t heads, int64_t head_dim, bool deterministic,
+                                          bool copies_lse) {
   BackwardWorkspace ws;
   ws.has_dq_accum = !deterministic;
+  ws.has_lse_copy = copies_lse;
+  ws.stats_row_stride = (tokens + 3) / 4 * 4;
+  const auto stats_bytes = static_cast<size_t>(heads * ws.stats_row_stride + kStatsReadSlack) * sizeof(float);
   size_t offset = 0;
   ws.dq_accum_offset = offset;
-  if (ws.has_dq_accum) offset += align_up(rows * static_cast<size_t>(head_dim) * sizeof(float));
+  if (ws.has_dq_accum) offset += align_up(static_cast<size_t>(tokens * heads * head_dim) * sizeof(float));
   ws.delta_offset = offset;
-  offset += align_up(rows * sizeof(float));
+  offset += align_up(stats_bytes);
+  ws.lse_copy_offset = offset;
+  if (ws.has_lse_copy) offset += align_up(stats_bytes);
   ws.total_bytes = offset;
   return ws;
 }

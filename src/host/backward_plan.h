@@ -17,7 +17,13 @@
 //   query tiles TileWork[], empty unless the dQ kernel runs (deterministic mode)
 // Device workspace of one call (one allocation, every region 16-byte aligned):
 //   dq_accum   fp32 (H, T, d), contiguous; only when dQ is accumulated with atomics
-//   delta      fp32 (H, T): D = rowsum(dO * O), the softmax-gradient correction per query
+//   delta      fp32 (H, T') rows of stats_row_stride = T rounded up to 4 floats, so each head's row
+//              starts 16-byte aligned: D = rowsum(dO * O), the softmax-gradient correction per query
+//   lse copy   fp32 (H, T') likewise; only for the Hopper kernel, which bulk-copies D and the
+//              forward's LSE (16-byte aligned rows, whatever the caller's LSE strides are)
+// Both stats regions end with kStatsReadSlack floats: the Hopper kernel copies block_m + 4 floats
+// from the 16-byte aligned start at or before a query tile's first row, which may run past the
+// last row.
 #pragma once
 
 #include <cstddef>
@@ -62,14 +68,20 @@ enum BackwardPlanRegion : size_t { kCuSeqlensRegion, kKeyTilesRegion, kQueryTile
 // query_block, and query tiles of dq_query_block tokens (0: no dQ kernel, no query tiles).
 PlanImage backward_plan_image(const Layout& layout, int key_block, int query_block, int dq_query_block);
 
+inline constexpr int64_t kStatsReadSlack = 256;
+
 struct BackwardWorkspace {
   size_t dq_accum_offset = 0;  // meaningful only if has_dq_accum
   size_t delta_offset = 0;
+  size_t lse_copy_offset = 0;    // meaningful only if has_lse_copy
+  int64_t stats_row_stride = 0;  // floats from one head's delta (and LSE copy) row to the next
   bool has_dq_accum = false;
+  bool has_lse_copy = false;
   size_t total_bytes = 0;
 };
 
 // Region offsets for `tokens` tokens of `heads` query heads of `head_dim`.
-BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t heads, int64_t head_dim, bool deterministic);
+BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t heads, int64_t head_dim, bool deterministic,
+                                          bool copies_lse);
 
 }  // namespace dualkv::detail

@@ -191,7 +191,8 @@ TEST(BackwardPlan, WorkspaceAndPlansStayWithinHalfTheTensors) {
           const int64_t heads = kv_heads * group_size;
           const double tensor_bytes = tokens * (4.0 * heads + 4.0 * kv_heads) * head_dim * 2 /*16-bit*/;
           for (bool deterministic : {false, true}) {
-            const BackwardWorkspace ws = plan_backward_workspace(layout.total_tokens(), heads, head_dim, deterministic);
+            const BackwardWorkspace ws =
+                plan_backward_workspace(layout.total_tokens(), heads, head_dim, deterministic, /*copies_lse=*/true);
             const double plan_bytes =
                 forward_plan_bytes + backward_plan_image(layout, 128, 64, deterministic ? 64 : 0).bytes().size();
             EXPECT_LE(ws.total_bytes + plan_bytes, 0.5 * tensor_bytes)
@@ -204,19 +205,34 @@ TEST(BackwardPlan, WorkspaceAndPlansStayWithinHalfTheTensors) {
 }
 
 TEST(BackwardPlan, WorkspaceRegionsAreAlignedAndDisjoint) {
-  const int64_t tokens = 223, heads = 4, head_dim = 64;
-  for (bool deterministic : {false, true}) {
-    const BackwardWorkspace ws = plan_backward_workspace(tokens, heads, head_dim, deterministic);
-    EXPECT_EQ(ws.has_dq_accum, !deterministic);
-    const size_t delta_bytes = tokens * heads * sizeof(float);
-    EXPECT_EQ(ws.delta_offset % 16, 0u);
-    EXPECT_LE(ws.delta_offset + delta_bytes, ws.total_bytes);
-    if (ws.has_dq_accum) {
-      const size_t dq_accum_bytes = tokens * heads * head_dim * sizeof(float);
-      EXPECT_EQ(ws.dq_accum_offset % 16, 0u);
-      EXPECT_LE(ws.dq_accum_offset + dq_accum_bytes, ws.total_bytes);
-      EXPECT_TRUE(ws.dq_accum_offset + dq_accum_bytes <= ws.delta_offset ||
-                  ws.delta_offset + delta_bytes <= ws.dq_accum_offset);
+  const int64_t heads = 4, head_dim = 64;
+  for (int64_t tokens : {1, 222, 223, 224}) {
+    for (bool deterministic : {false, true}) {
+      for (bool copies_lse : {false, true}) {
+        const BackwardWorkspace ws = plan_backward_workspace(tokens, heads, head_dim, deterministic, copies_lse);
+        EXPECT_EQ(ws.has_dq_accum, !deterministic);
+        EXPECT_EQ(ws.has_lse_copy, copies_lse);
+        // Rows of 16-byte multiples that hold every token: TMA needs aligned row starts.
+        EXPECT_GE(ws.stats_row_stride, tokens);
+        EXPECT_EQ(ws.stats_row_stride % 4, 0);
+        EXPECT_LT(ws.stats_row_stride, tokens + 4);
+        struct Region {
+          size_t offset, bytes;
+        };
+        const size_t stats_bytes = (heads * ws.stats_row_stride + kStatsReadSlack) * sizeof(float);
+        std::vector<Region> regions{{ws.delta_offset, stats_bytes}};
+        if (copies_lse) regions.push_back({ws.lse_copy_offset, stats_bytes});
+        if (!deterministic) regions.push_back({ws.dq_accum_offset, tokens * heads * head_dim * sizeof(float)});
+        for (size_t i = 0; i < regions.size(); ++i) {
+          EXPECT_EQ(regions[i].offset % 16, 0u);
+          EXPECT_LE(regions[i].offset + regions[i].bytes, ws.total_bytes);
+          for (size_t j = 0; j < i; ++j) {
+            EXPECT_TRUE(regions[i].offset + regions[i].bytes <= regions[j].offset ||
+                        regions[j].offset + regions[j].bytes <= regions[i].offset)
+                << "regions " << j << " and " << i << " overlap";
+          }
+        }
+      }
     }
   }
 }

@@ -64,15 +64,27 @@ void expect_within_budget(const char* name, const DenseTensor& kernel, const Den
 
 // Poisons dq/dk/dv on the device, runs one backward, brings everything back to `host`.
 void run_backward(const dualkv::Layout& layout, HostTensors& host, DeviceTensors& device, float scale,
-                  bool deterministic, size_t max_shared_memory_per_block) {
+                  bool deterministic, const KernelChoice& choice) {
   for (StridedTensor* grad : {&host.dq, &host.dk, &host.dv}) {
     grad->storage->poison();
     device.upload(*grad);
   }
   dualkv::BackwardParams params = device_backward_params(device, host, scale, deterministic);
-  params.options.max_shared_memory_per_block = max_shared_memory_per_block;
+  params.options.kernel_family = choice.family;
+  params.options.max_shared_memory_per_block = choice.max_shared_memory_per_block;
   run_on_device(layout, params);
   for (const StridedTensor* view : host.views()) device.download(*view);
+}
+
+// One gradient against its references; with NaN inputs, first that it is NaN exactly where the
+// fp64 CPU result is, then the rest within budget.
+void expect_gradient(const char* name, DenseTensor kernel, DenseTensor baseline, DenseTensor fp64, DenseTensor fp32,
+                     bool nan_inputs) {
+  if (nan_inputs) {
+    expect_nan_exactly_where_reference_is(name, kernel, {&baseline, &fp32}, fp64);
+    for (double& value : fp64.values) value = std::isnan(value) ? 0.0 : value;
+  }
+  expect_within_budget(name, kernel, baseline, fp64, fp32);
 }
 
 }  // namespace
@@ -121,12 +133,16 @@ void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t he
   expect_within_budget("lse", lse, baseline.lse, fp64.lse, fp32.lse);
 }
 
-void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim,
-                    size_t max_shared_memory_per_block) {
+void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim, const KernelChoice& choice,
+                    bool nan_in_odd_segments) {
   const dualkv::Layout layout = make_layout(problem.batch);
   HostTensors host =
       make_host_tensors(problem.placement, dtype, layout.total_tokens(), problem.heads, problem.kv_heads, head_dim);
-  const Inputs inputs = draw_inputs(host);
+  Inputs inputs = draw_inputs(host);
+  if (nan_in_odd_segments) {
+    poison_odd_segments(layout, host);
+    inputs = Inputs{to_dense(host.q), to_dense(host.k), to_dense(host.v), inputs.dout};
+  }
   const float scale = dualkv::default_softmax_scale(head_dim);
 
   // out and lse as a forward pass would deliver them: the fp64 result stored in the dtype and
@@ -152,7 +168,7 @@ void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t h
   DeviceTensors device(host);
   for (const bool deterministic : {false, true}) {
     SCOPED_TRACE(deterministic ? "deterministic backward" : "default backward");
-    run_backward(layout, host, device, scale, deterministic, max_shared_memory_per_block);
+    run_backward(layout, host, device, scale, deterministic, choice);
     ASSERT_TRUE(fully_written(host.dq)) << "dq";
     ASSERT_TRUE(fully_written(host.dk)) << "dk";
     ASSERT_TRUE(fully_written(host.dv)) << "dv";
@@ -161,15 +177,15 @@ void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t h
     EXPECT_TRUE(identical(to_dense(host.out), out)) << "out (an input of the backward)";
     device.download_lse();
     EXPECT_TRUE(identical(host.lse.to_dense(), lse)) << "lse (an input of the backward)";
-    expect_within_budget("dq", to_dense(host.dq), baseline.dq, fp64.dq, fp32.dq);
-    expect_within_budget("dk", to_dense(host.dk), baseline.dk, fp64.dk, fp32.dk);
-    expect_within_budget("dv", to_dense(host.dv), baseline.dv, fp64.dv, fp32.dv);
+    expect_gradient("dq", to_dense(host.dq), baseline.dq, fp64.dq, fp32.dq, nan_in_odd_segments);
+    expect_gradient("dk", to_dense(host.dk), baseline.dk, fp64.dk, fp32.dk, nan_in_odd_segments);
+    expect_gradient("dv", to_dense(host.dv), baseline.dv, fp64.dv, fp32.dv, nan_in_odd_segments);
   }
 
   // dq, dk and dv share one storage in the fused placement; compare every gradient storage.
   std::vector<Storage> first_run;
   for (const StridedTensor* grad : {&host.dq, &host.dk, &host.dv}) first_run.push_back(*grad->storage);
-  run_backward(layout, host, device, scale, true, max_shared_memory_per_block);
+  run_backward(layout, host, device, scale, true, choice);
   const StridedTensor* grads[] = {&host.dq, &host.dk, &host.dv};
   for (size_t g = 0; g < first_run.size(); ++g) {
     EXPECT_TRUE(bitwise_equal(first_run[g], *grads[g]->storage)) << "deterministic backward rerun, gradient " << g;

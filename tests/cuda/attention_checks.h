@@ -32,7 +32,9 @@ void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t he
                    bool nan_in_odd_segments = false);
 
 // Both backward modes; the deterministic one is also run twice and compared bit for bit.
+// nan_in_odd_segments as for check_forward: gradients that depend on a NaN input must be NaN,
+// every other one unaffected and within budget.
 void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim,
-                    size_t max_shared_memory_per_block = 0);
+                    const KernelChoice& choice = {}, bool nan_in_odd_segments = false);
 
 }  // namespace dualkv_test

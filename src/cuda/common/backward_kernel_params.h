@@ -20,7 +20,9 @@ struct BackwardKernelParams {
   TokenHeadView<void*> dq, dk, dv;
   const float* lse;  // (H, T)
   int64_t lse_head_stride;
-  float* delta;     // (H, T) contiguous, written by the preprocess kernel
+  float* delta;     // (H, T) in rows of stats_row_stride floats, written by the preprocess kernel
+  float* lse_copy;  // the forward's LSE in delta's layout (Hopper kernel only; else nullptr)
+  int64_t stats_row_stride;
   float* dq_accum;  // (H, T, d) contiguous fp32; nullptr when deterministic
   const int32_t* cu_seqlens;
   const TileWork* key_tiles;

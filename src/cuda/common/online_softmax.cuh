@@ -1,7 +1,7 @@
 // Online softmax over key blocks (FlashAttention-2), for every kernel family: per query row a
 // running maximum m and a running sum l of exp(s - m); O is rescaled when m grows and divided by
 // l once at the end. It works on (row, column) views of register accumulators, which each family
-// builds from its MMA's fragment layout (sm80/mma.cuh, sm90/forward/fragments.cuh); in both, the 4
+// builds from its MMA's fragment layout (sm80/mma.cuh, sm90/common/fragments.cuh); in both, the 4
 // lanes of a quad share a row, so row reductions combine across the quad with two xor-shuffles.
 // Exponentials use exp2 (softmax_math.h): one FFMA and one MUFU.EX2 per score.
 //

@@ -29,6 +29,22 @@ uint64_t stride_bytes(int64_t stride, int64_t extent, int64_t element_bytes, int
   return static_cast<uint64_t>((extent == 1 ? head_dim : stride) * element_bytes);
 }
 
+// Encodes a tiled descriptor; `name` is what an Error names if the driver refuses it.
+CUtensorMap encode(CUtensorMapDataType type, cuuint32_t rank, const void* data, const cuuint64_t* dims,
+                   const cuuint64_t* strides, const cuuint32_t* box, CUtensorMapSwizzle swizzle,
+                   const std::string& name) {
+  const cuuint32_t element_strides[3] = {1u, 1u, 1u};
+  CUtensorMap map{};
+  const CUresult status = encode_tiled()(&map, type, rank, const_cast<void*>(data), dims, strides, box, element_strides,
+                                         CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (status != CUDA_SUCCESS) {
+    throw Error(name, "cannot be described to the TMA unit (cuTensorMapEncodeTiled error " + std::to_string(status) +
+                          "): data and strides must be 16-byte aligned and strides below 2^40 bytes");
+  }
+  return map;
+}
+
 }  // namespace
 
 CUtensorMap make_token_head_tensor_map(const InputTensor& t, int box_columns, int box_rows, const std::string& name) {
@@ -40,17 +56,17 @@ CUtensorMap make_token_head_tensor_map(const InputTensor& t, int box_columns, in
   const cuuint64_t strides[2] = {stride_bytes(t.head_stride, t.heads, element_bytes, t.head_dim),
                                  stride_bytes(t.token_stride, t.tokens, element_bytes, t.head_dim)};
   const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_columns), 1u, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[3] = {1u, 1u, 1u};
-  CUtensorMap map{};
-  const CUresult status =
-      encode_tiled()(&map, type, 3, const_cast<void*>(static_cast<const void*>(t.data)), dims, strides, box,
-                     element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (status != CUDA_SUCCESS) {
-    throw Error(name, "cannot be described to the TMA unit (cuTensorMapEncodeTiled error " + std::to_string(status) +
-                          "): data and strides must be 16-byte aligned and strides below 2^40 bytes");
-  }
-  return map;
+  return encode(type, 3, t.data, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, name);
+}
+
+CUtensorMap make_dq_accumulator_tensor_map(float* data, int64_t tokens, int64_t heads, int64_t head_dim) {
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(tokens),
+                              static_cast<cuuint64_t>(heads)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(head_dim * sizeof(float)),
+                                 static_cast<cuuint64_t>(tokens * head_dim * sizeof(float))};
+  const cuuint32_t box[3] = {32u, 64u, 1u};
+  return encode(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, data, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                "options.workspace (backward dQ accumulator)");
 }
 
 }  // namespace dualkv::detail

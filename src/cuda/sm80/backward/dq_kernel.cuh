@@ -19,8 +19,8 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/common/backward_kernel_params.h"
+#include "cuda/common/softmax_backward.cuh"
 #include "cuda/sm80/backward/kernel_traits.cuh"
-#include "cuda/sm80/backward/softmax_backward.cuh"
 #include "cuda/sm80/mma.cuh"
 #include "cuda/sm80/tile_io.cuh"
 
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
     if (tid < kM) {
       const float* lse = p.lse + head * p.lse_head_stride + query_begin + tid;
       copy_float_async(&smem.lse[tid], tid < query_rows ? lse : p.lse, tid < query_rows);
-      const float* delta = p.delta + int64_t{head} * p.tokens + query_begin + tid;
+      const float* delta = p.delta + head * p.stats_row_stride + query_begin + tid;
       copy_float_async(&smem.delta[tid], tid < query_rows ? delta : p.delta, tid < query_rows);
     }
     cp_async_fence();
@@ -124,6 +124,7 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
   Tensor acc_dq = partition_fragment_C(mma, Shape<Int<kM>, Int<kD>>{});
   clear(acc_dq);
   Tensor score_coords = thr_mma.partition_C(make_identity_tensor(Shape<Int<kM>, Int<kN>>{}));
+  Tensor score_coords_rc = make_tensor(score_coords.data(), accumulator_rows_by_columns(score_coords.layout()));
   const float scale_log2 = p.softmax_scale * kLog2E;
 
   int stage = 0;
@@ -158,10 +159,12 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
     const auto visible = [&](int m, int n) {
       return n < key_rows && m < query_rows && (!step.causal || step.begin + n <= query_begin + m);
     };
+    Tensor s_rc = make_tensor(acc_s.data(), accumulator_rows_by_columns(acc_s.layout()));
+    Tensor ds_rc = make_tensor(acc_dp.data(), accumulator_rows_by_columns(acc_dp.layout()));
     if (needs_mask) {
-      softmax_backward<true, 0>(acc_s, acc_dp, score_coords, smem.lse, smem.delta, scale_log2, visible);
+      softmax_backward<true, 0>(s_rc, ds_rc, score_coords_rc, smem.lse, smem.delta, scale_log2, visible);
     } else {
-      softmax_backward<false, 0>(acc_s, acc_dp, score_coords, smem.lse, smem.delta, scale_log2, visible);
+      softmax_backward<false, 0>(s_rc, ds_rc, score_coords_rc, smem.lse, smem.delta, scale_log2, visible);
     }
     Tensor ds = convert_fragment<Element>(acc_dp);
     Tensor ds_a = make_tensor(ds.data(), accumulator_as_operand_a(ds.layout()));

@@ -26,9 +26,10 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/common/backward_kernel_params.h"
+#include "cuda/common/query_walk.h"
+#include "cuda/common/softmax_backward.cuh"
 #include "cuda/sm80/backward/atomic_add_pair.cuh"
 #include "cuda/sm80/backward/kernel_traits.cuh"
-#include "cuda/sm80/backward/softmax_backward.cuh"
 #include "cuda/sm80/mma.cuh"
 #include "cuda/sm80/tile_io.cuh"
 
@@ -51,43 +52,6 @@ struct KvSharedStorage {
   alignas(16) float delta[Traits::kQueryStages][Traits::kQueryBlock];
 };
 
-// One (query tile, query head) step of a key tile's walk. Segments of a group are contiguous, so
-// moving to the next segment starts where the previous one ended.
-struct QueryStep {
-  int segment;
-  int begin;        // first query of the tile
-  int segment_end;  // end of the tile's segment: rows at or past it are not queries of the tile
-  int head;
-};
-
-// The walk visits every query tile for one query head, then starts over for the next head of the
-// KV head's group. Key tile t starts at query tile t * kN / kM, so with heads outermost the
-// resident CTAs of one KV head work on different query rows of one head (fewer of them reduce
-// into the same dQ rows at once) and stay closer together than with heads innermost; measured
-// 0.6-1.6% faster on an H200. Orders that pack the resident CTAs tighter still were slower
-// (docs/perf_backward_notes.md).
-struct QueryWalk {
-  const int32_t* cu_seqlens;
-  int end_segment;  // one past the last segment walked
-  int end_head;
-  QueryStep first;  // the first step of every head's pass
-  int block;
-
-  __device__ bool done(const QueryStep& step) const { return step.head >= end_head; }
-
-  __device__ void advance(QueryStep& step) const {
-    step.begin += block;
-    if (step.begin < step.segment_end) return;
-    ++step.segment;
-    step.begin = step.segment_end;
-    if (step.segment < end_segment) {
-      step.segment_end = cu_seqlens[step.segment + 1];
-      return;
-    }
-    step = QueryStep{first.segment, first.begin, first.segment_end, step.head + 1};
-  }
-};
-
 template <typename Traits, bool kAccumulateDq>
 __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(const BackwardKernelParams p) {
   using Element = typename Traits::Element;
@@ -104,16 +68,9 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
   const int kv_head = blockIdx.x % p.kv_heads;
   const TileWork tile = p.key_tiles[blockIdx.x / p.kv_heads];
   const int key_begin = tile.begin;
-  const int key_segment_begin = p.cu_seqlens[tile.segment];
-  const int key_segment_end = p.cu_seqlens[tile.segment + 1];
-  const int key_rows = min(kN, key_segment_end - key_begin);
-  const int heads_per_kv = p.heads / p.kv_heads;
-
-  const QueryStep first_step{tile.segment, key_segment_begin + (key_begin - key_segment_begin) / kM * kM,
-                             key_segment_end, kv_head * heads_per_kv};
-  const QueryWalk walk{p.cu_seqlens, tile.segment == tile.prompt_segment ? tile.group_end_segment : tile.segment + 1,
-                       (kv_head + 1) * heads_per_kv, first_step, kM};
-  QueryStep step = first_step;
+  const int key_rows = min(kN, p.cu_seqlens[tile.segment + 1] - key_begin);
+  const QueryWalk walk = QueryWalk::of_key_tile(p.cu_seqlens, tile, kv_head, p.heads / p.kv_heads, kM);
+  QueryStep step = walk.first;
 
   // ---- loads ----
   typename Traits::KvTileCopy tile_copy;
@@ -140,7 +97,7 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
       copy_float_async(&smem.lse[stage][tid], tid < rows ? lse : p.lse, tid < rows);
     } else if (tid < 2 * kM) {
       const int row = tid - kM;
-      const float* delta = p.delta + int64_t{s.head} * p.tokens + s.begin + row;
+      const float* delta = p.delta + s.head * p.stats_row_stride + s.begin + row;
       copy_float_async(&smem.delta[stage][row], row < rows ? delta : p.delta, row < rows);
     }
   };
@@ -171,6 +128,7 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
   clear(acc_dk);
   clear(acc_dv);
   Tensor score_coords = thr_mma.partition_C(make_identity_tensor(Shape<Int<kN>, Int<kM>>{}));
+  Tensor score_coords_rc = make_tensor(score_coords.data(), accumulator_rows_by_columns(score_coords.layout()));
 
   const float scale_log2 = p.softmax_scale * kLog2E;
   int stage = 0;
@@ -217,10 +175,12 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
     const auto visible = [&](int n, int m) {
       return n < key_rows && m < query_rows && (!causal || key_begin + n <= step.begin + m);
     };
+    Tensor s_rc = make_tensor(acc_s.data(), accumulator_rows_by_columns(acc_s.layout()));
+    Tensor ds_rc = make_tensor(acc_dp.data(), accumulator_rows_by_columns(acc_dp.layout()));
     if (needs_mask) {
-      softmax_backward<true, 1>(acc_s, acc_dp, score_coords, smem.lse[stage], smem.delta[stage], scale_log2, visible);
+      softmax_backward<true, 1>(s_rc, ds_rc, score_coords_rc, smem.lse[stage], smem.delta[stage], scale_log2, visible);
     } else {
-      softmax_backward<false, 1>(acc_s, acc_dp, score_coords, smem.lse[stage], smem.delta[stage], scale_log2, visible);
+      softmax_backward<false, 1>(s_rc, ds_rc, score_coords_rc, smem.lse[stage], smem.delta[stage], scale_log2, visible);
     }
     copy(store_score, thr_store.retile_S(convert_fragment<Element>(acc_s)), thr_store.partition_D(sPt));
     copy(store_score, thr_store.retile_S(convert_fragment<Element>(acc_dp)), thr_store.partition_D(sdSt));

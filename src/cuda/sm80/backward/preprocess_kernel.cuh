@@ -1,5 +1,6 @@
-// Backward pre-pass: D = rowsum(dO * O) per (query, head) in fp32, and zeroing of the fp32 dQ
-// accumulator when dQ is accumulated with atomics.
+// Backward pre-pass: D = rowsum(dO * O) per (query, head) in fp32, the copy of the forward's LSE
+// into D's layout when the kernel asks for one (lse_copy), and zeroing of the fp32 dQ accumulator
+// when dQ is accumulated with atomics.
 //
 // Warp roles: none; each group of kHeadDim / 8 consecutive threads owns one (token, head) row,
 // 8 elements (16 bytes) per thread, reduced with shuffles. No shared memory, no pipeline.
@@ -50,7 +51,10 @@ __global__ void __launch_bounds__(256) backward_preprocess_kernel(const Backward
     sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   }
   if (!active) return;
-  if (chunk == 0) p.delta[head * int64_t{p.tokens} + token] = sum;
+  if (chunk == 0) {
+    p.delta[head * p.stats_row_stride + token] = sum;
+    if (p.lse_copy != nullptr) p.lse_copy[head * p.stats_row_stride + token] = p.lse[head * p.lse_head_stride + token];
+  }
   if (p.dq_accum != nullptr) {
     auto* accum = reinterpret_cast<float4*>(p.dq_accum + (head * int64_t{p.tokens} + token) * kHeadDim + chunk * 8);
     accum[0] = make_float4(0.f, 0.f, 0.f, 0.f);

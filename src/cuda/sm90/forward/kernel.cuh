@@ -33,8 +33,9 @@
 
 #include "cuda/common/key_block_walk.h"
 #include "cuda/common/online_softmax.cuh"
+#include "cuda/sm90/common/fragments.cuh"
+#include "cuda/sm90/common/tma_tile.cuh"
 #include "cuda/sm90/forward/config.cuh"
-#include "cuda/sm90/forward/fragments.cuh"
 #include "cuda/sm90/forward/launch.h"
 
 namespace dualkv::detail::sm90 {
@@ -57,24 +58,11 @@ struct WorkItem {
   }
 };
 
-// One TMA load of a (rows x d) tile at token `row` of `head`: d / 64 boxes, one per panel.
-template <typename Config>
-__device__ __forceinline__ void load_tile(const CUtensorMap* map, uint64_t* barrier, typename Config::Element* smem,
-                                          int rows, int head, int row, uint64_t cache_hint) {
-  CUTE_UNROLL
-  for (int panel = 0; panel < Config::kPanels; ++panel) {
-    cute::SM90_TMA_LOAD_3D::copy(map, barrier, cache_hint, smem + panel * rows * Config::kPanelColumns,
-                                 panel * Config::kPanelColumns, head, row);
-  }
-}
-
 template <typename Config>
 __device__ void produce(const ForwardKernelParams& p, typename Config::SharedStorage& shared,
                         typename Config::Pipeline& k_pipeline, typename Config::Pipeline& v_pipeline) {
   using Element = typename Config::Element;
   constexpr int kBlockN = Config::kBlockN;
-  constexpr auto kEvictFirst = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_FIRST);
-  constexpr auto kEvictLast = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_LAST);
   auto k_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
   auto v_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
   auto& q_full = *reinterpret_cast<cutlass::arch::ClusterTransactionBarrier*>(&shared.q_full);

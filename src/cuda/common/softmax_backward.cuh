@@ -1,0 +1,44 @@
+// The softmax's backward over one score tile, shared by every backward kernel of every family:
+// probabilities recomputed from the forward's LSE, and the score gradients from them.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "cuda/common/softmax_math.h"
+
+namespace dualkv::detail {
+
+// In place over a score tile seen as this thread's (row, column) values (each family's
+// accumulator_rows_by_columns view): S -> P = exp(scale * S - LSE), dP -> dS = P * (dP - D), with
+// invisible entries (visible(row, col) false; checked only when kMasked) set to 0 in both -- a
+// select, not a product, so a NaN in a masked entry never survives. kQueryMode says whether
+// queries index the rows (0) or the columns (1) of the tile; LSE and D are read once per query.
+template <bool kMasked, int kQueryMode, typename Scores, typename Coords, typename Visible>
+__device__ __forceinline__ void softmax_backward(Scores& s, Scores& ds, const Coords& rc, const float* lse,
+                                                 const float* delta, float scale_log2, const Visible& visible) {
+  constexpr int kQueries = decltype(cute::size<kQueryMode>(s))::value;
+  constexpr int kKeys = decltype(cute::size<1 - kQueryMode>(s))::value;
+  CUTE_UNROLL
+  for (int q = 0; q < kQueries; ++q) {
+    const int query = cute::get<kQueryMode>(kQueryMode == 0 ? rc(q, 0) : rc(0, q));
+    const float lse_log2 = lse[query] * kLog2E;
+    const float query_delta = delta[query];
+    CUTE_UNROLL
+    for (int k = 0; k < kKeys; ++k) {
+      const int row = kQueryMode == 0 ? q : k;
+      const int col = kQueryMode == 0 ? k : q;
+      const float prob = exp2_approx(s(row, col) * scale_log2 - lse_log2);
+      const float grad = prob * (ds(row, col) - query_delta);
+      if constexpr (kMasked) {
+        const bool shown = visible(cute::get<0>(rc(row, col)), cute::get<1>(rc(row, col)));
+        s(row, col) = shown ? prob : 0.f;
+        ds(row, col) = shown ? grad : 0.f;
+      } else {
+        s(row, col) = prob;
+        ds(row, col) = grad;
+      }
+    }
+  }
+}
+
+}  // namespace dualkv::detail

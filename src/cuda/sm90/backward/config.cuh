@@ -1,0 +1,121 @@
+// Compile-time configuration of the sm90a backward kernel for one (element type, head_dim): the
+// tile shape from tile_shape.h, the warpgroup MMAs, the shared-memory layouts the TMA writes and
+// the wgmma reads, and the shared storage.
+//
+// 16-bit tiles of d-element rows (K, V, Q, dO) are stored as d / 64 panels of 64-element (128-byte)
+// rows with the 128-byte swizzle: what one TMA box {64, 1, rows} writes, and GMMA's K-major SW128
+// atom. A GEMM that needs the same tile with the other dimension contracted reads the same bytes
+// through the MN-major SW128 atom (the forward's V trick), so nothing is transposed in memory:
+//   S^T  = K Q^T    (keys x queries, k = d):       A = K  K-major, B = Q  K-major
+//   dP^T = V dO^T   (keys x queries, k = d):       A = V  K-major, B = dO K-major
+//   dV  += P^T dO   (keys x d, k = queries):       A = P^T registers, B = dO MN-major
+//   dK  += dS^T Q   (keys x d, k = queries):       A = dS^T registers, B = Q MN-major
+//   dQ   = dS K     (queries x d, k = keys):       A = dS MN-major (shared), B = K MN-major
+// Consumer warpgroup w owns keys [64 w, 64 w + 64) of the first four GEMMs. dS crosses shared
+// memory because dQ contracts over all block_n keys: each warpgroup computes a 64 x 64 block of
+// dQ (d = 128: its half of the columns; d = 64 with 128-query steps: its half of the rows).
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include "cuda/sm90/backward/tile_shape.h"
+#include "host/backward_plan.h"
+
+namespace dualkv::detail::sm90 {
+
+template <typename Element_, int kHeadDim_>
+struct BackwardConfig {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr BackwardTileShape kShape = *find_backward_tile_shape(kHeadDim);
+  static constexpr int kBlockN = kShape.block_n;
+  static constexpr int kBlockM = kShape.block_m;
+  static constexpr int kStages = kShape.stages;
+  static constexpr int kConsumerWarpgroups = kBlockN / 64;
+  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
+  static constexpr int kThreads = 128 + kConsumerThreads;  // warpgroup 0 produces
+  static constexpr int kPanelColumns = 64;                 // 16-bit elements per 128-byte TMA box row
+  static constexpr int kPanels = kHeadDim / kPanelColumns;
+  static_assert(kConsumerWarpgroups == 2, "the register budget below is for two consumer warpgroups");
+  static_assert(kHeadDim % kPanelColumns == 0 && kBlockM % 64 == 0);
+
+  static constexpr int kProducerRegisters = 24;
+  static constexpr int kConsumerRegisters = 240;
+
+  // dQ blocks of 64 x 64 per warpgroup: along rows when a step has 2 x 64 queries, else columns.
+  static constexpr int kDqWarpgroupsAlongM = kBlockM / 64;
+  static constexpr int kDqWarpgroupsAlongN = kConsumerWarpgroups / kDqWarpgroupsAlongM;
+  static constexpr int kDqBlockColumns = kHeadDim / kDqWarpgroupsAlongN;
+  static_assert(kDqWarpgroupsAlongM * kDqWarpgroupsAlongN == kConsumerWarpgroups && kDqBlockColumns == 64);
+  // The fp32 dQ tile goes to the TMA reduction as panels of 32 columns (128-byte rows, swizzled).
+  static constexpr int kDqPanelColumns = 32;
+
+  using WarpgroupsAlongM = cute::Layout<cute::Shape<cute::Int<kConsumerWarpgroups>, cute::_1, cute::_1>>;
+  using TiledMmaSdP = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float,
+                                 cute::Shape<cute::_64, cute::Int<kBlockM>, cute::Int<kHeadDim>>>(),
+      WarpgroupsAlongM{}));
+  using TiledMmaKV = decltype(cute::make_tiled_mma(
+      cute::GMMA::rs_op_selector<Element, Element, float,
+                                 cute::Shape<cute::_64, cute::Int<kHeadDim>, cute::Int<kBlockM>>, cute::GMMA::Major::K,
+                                 cute::GMMA::Major::MN>(),
+      WarpgroupsAlongM{}));
+  using TiledMmaDq = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float,
+                                 cute::Shape<cute::_64, cute::Int<kDqBlockColumns>, cute::Int<kBlockN>>,
+                                 cute::GMMA::Major::MN, cute::GMMA::Major::MN>(),
+      cute::Layout<cute::Shape<cute::Int<kDqWarpgroupsAlongM>, cute::Int<kDqWarpgroupsAlongN>, cute::_1>>{}));
+
+  // (keys, d): K and V as the A operand of S^T and dP^T.
+  using SmemLayoutKey = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<Element>{},
+                                                     cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}));
+  // (d, keys): the same bytes as K, the B operand of dQ.
+  using SmemLayoutKeyT = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
+                                                      cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{},
+                                                      cute::Step<cute::_2, cute::_1>{}));
+  // (queries, d, stage): Q and dO as the B operand of S^T and dP^T.
+  using SmemLayoutQuery =
+      decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<Element>{},
+                                   cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>, cute::Int<kStages>>{}));
+  // (d, queries, stage): the same bytes, the B operand of dK and dV.
+  using SmemLayoutQueryT =
+      decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
+                                   cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockM>, cute::Int<kStages>>{},
+                                   cute::Step<cute::_2, cute::_1, cute::_3>{}));
+  // (queries, keys, stage): dS as the A operand of dQ, queries contiguous ...
+  using SmemLayoutDs =
+      decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
+                                   cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>, cute::Int<kStages>>{}));
+  // ... and the same bytes as (keys, queries, stage), where the dS^T accumulator is stored.
+  using SmemLayoutDsT = decltype(cute::composition(SmemLayoutDs{}.layout_a(), SmemLayoutDs{}.offset(),
+                                                   cute::select<1, 0, 2>(SmemLayoutDs{}.layout_b())));
+
+  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
+  // LSE and D of a step: block_m floats at any token, bulk-copied from the 16-byte aligned start
+  // at or before it, so up to 3 floats more.
+  static constexpr int kStatsFloats = kBlockM + 4;
+  static_assert(kStatsFloats <= kStatsReadSlack, "the workspace's stats slack covers one copy past the last row");
+
+  struct SharedStorage {
+    alignas(1024) Element k[cute::cosize_v<SmemLayoutKey>];
+    alignas(1024) Element v[cute::cosize_v<SmemLayoutKey>];
+    alignas(1024) Element q[cute::cosize_v<SmemLayoutQuery>];
+    alignas(1024) Element dout[cute::cosize_v<SmemLayoutQuery>];
+    alignas(1024) Element ds[cute::cosize_v<SmemLayoutDs>];
+    alignas(1024) float dq[kBlockM * kHeadDim];    // kHeadDim / 32 panels of (kBlockM x 32), swizzled
+    alignas(16) float lse[kStages][kStatsFloats];  // from the 16-byte aligned row start at or before the tile
+    alignas(16) float delta[kStages][kStatsFloats];
+    typename Pipeline::SharedStorage q_pipeline;   // Q tile + its LSE
+    typename Pipeline::SharedStorage do_pipeline;  // dO tile + its D
+    uint64_t kv_full;                              // TMA transaction barrier: K and V have landed
+  };
+  // The dynamic shared-memory base is rounded up to 1024 bytes (the SW128 pattern's period).
+  static constexpr size_t kSmemBytes = sizeof(SharedStorage) + 1024;
+  static_assert(sizeof(SharedStorage) <= backward_tile_bytes(kShape) + 1024, "tile_shape.h and the storage disagree");
+
+  static constexpr uint32_t kQueryStageBytes = kBlockM * kHeadDim * sizeof(Element) + kStatsFloats * sizeof(float);
+  static constexpr uint32_t kKeyValueBytes = 2 * kBlockN * kHeadDim * sizeof(Element);
+};
+
+}  // namespace dualkv::detail::sm90

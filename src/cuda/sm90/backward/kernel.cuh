@@ -1,0 +1,377 @@
+// sm90a KV-major backward kernel: dK and dV of one key tile of one KV head, and (atomic mode) the
+// tile's contribution to dQ, with TMA loads, warp specialisation and wgmma.
+//
+// Work: CTA b = key tile b / Hk (host plan, heaviest first) of KV head b % Hk. It walks every
+// (query tile, query head) step that sees its keys (QueryWalk: the G query heads of the KV head
+// folded into one walk), so dK and dV stay in registers for the whole walk: no dK/dV atomics and
+// no per-head copies.
+//
+// Warp roles (kThreads = 128 + 256):
+//   warpgroup 0, producer: one elected thread issues every TMA load -- K and V once, then per step
+//     the Q tile with its LSE and the dO tile with its D; setmaxnreg lowers its registers.
+//   warpgroups 1 and 2, consumers: warpgroup w owns keys [64 (w - 1), 64 w) of the tile. Per step:
+//     S^T = K Q^T and dP^T = V dO^T (wgmma, shared operands), then P^T and dS^T in registers
+//     (masked only on boundary steps), dV += P^T dO and dK += dS^T Q (wgmma, P^T and dS^T straight
+//     from registers). Atomic mode: dS^T to shared memory, one barrier of both consumer
+//     warpgroups, dQ = dS K (wgmma over all 128 keys, a 64 x 64 block per warpgroup), scaled into
+//     shared memory and added to the fp32 dQ accumulator by a TMA reduction (cp.reduce.async.bulk)
+//     while the next step runs.
+//
+// Pipeline: K and V on one transaction barrier; Q+LSE and dO+D (TMA tile + bulk copy of the
+// workspace's stats rows) each through kStages buffers of CUTLASS's PipelineTmaAsync (full: TMA
+// transaction bytes; empty: every consumer thread), so the producer loads step i + 1 while step i
+// computes. The dS buffers alternate between steps: a warpgroup writes buffer b at step i + 2 only
+// after passing step i + 1's dS barrier, which the other warpgroup reaches only after its step-i
+// dQ GEMM (the last reader of b) has completed. The dQ buffer is reused once the issuing thread's
+// previous reduction has read it (cp.async.bulk.wait_group.read).
+//
+// Rows of other segments: TMA loads whole boxes, so a boundary tile holds rows of the next
+// segment (possibly NaN). Their probabilities and score gradients are set (not multiplied) to 0,
+// and rows that a GEMM contracts over are zeroed in shared memory first: K rows past the key
+// tile's segment (contracted by dQ), Q and dO rows past the step's segment (contracted by dK, dV).
+//
+// Shared memory (config.cuh): K, V (block_n x d) | Q, dO kStages x (block_m x d) | dS kStages x
+// (block_m x block_n) | dQ fp32 (block_m x d) | LSE, D kStages x (block_m + 4) fp32 | barriers.
+#pragma once
+
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/tensor.hpp>
+
+#include "cuda/common/backward_kernel_params.h"
+#include "cuda/common/query_walk.h"
+#include "cuda/common/softmax_backward.cuh"
+#include "cuda/sm90/backward/config.cuh"
+#include "cuda/sm90/backward/launch.h"
+#include "cuda/sm90/common/fragments.cuh"
+#include "cuda/sm90/common/tma_tile.cuh"
+
+namespace dualkv::detail::sm90 {
+
+// Named barriers (beyond CUTLASS's reserved ones).
+enum BackwardBarrier : uint32_t {
+  kZeroedRowsBarrier = 0,  // both consumer warpgroups: rows zeroed, visible to the async proxy
+  kDsWrittenBarrier = 1,   // both consumer warpgroups: the step's dS is in shared memory
+  kDqFreeBarrier = 2,      // + warpgroup: its dQ block's previous reduction has read the buffer
+  kDqWrittenBarrier = 4,   // + warpgroup: its dQ block is in shared memory
+};
+
+// The key tile and KV head of this CTA.
+struct KeyTileWork {
+  TileWork tile;
+  int kv_head;
+  int key_rows;  // keys of the tile inside its segment
+
+  __device__ __forceinline__ KeyTileWork(const BackwardKernelParams& p, int block_n) {
+    kv_head = static_cast<int>(blockIdx.x) % p.kv_heads;
+    tile = p.key_tiles[blockIdx.x / p.kv_heads];
+    key_rows = min(block_n, p.cu_seqlens[tile.segment + 1] - tile.begin);
+  }
+};
+
+// Makes `value` opaque to the compiler at this point. Per-thread index arithmetic inside the step
+// loop is loop-invariant, and the compiler hoists all of it (16 shared addresses for the dQ
+// block, the zeroing loops' bases) into registers that the accumulators need, then spills them;
+// recomputing it in the loop costs a few integer instructions per step instead.
+__device__ __forceinline__ void hide_from_hoisting(int& value) { asm volatile("" : "+r"(value)); }
+
+// Zeroes rows [first_row, rows) of a (rows x d) shared tile seen through `tile` (row, column),
+// with the consumer threads' stride.
+template <typename Config, typename Tile>
+__device__ __forceinline__ void zero_rows(Tile& tile, int rows, int first_row, int consumer_thread) {
+  using Element = typename Config::Element;
+  const int count = (rows - first_row) * Config::kHeadDim;
+  hide_from_hoisting(consumer_thread);
+  for (int i = consumer_thread; i < count; i += Config::kConsumerThreads) {
+    tile(first_row + i / Config::kHeadDim, i % Config::kHeadDim) = Element(0);
+  }
+}
+
+// Makes every consumer thread's shared-memory writes visible to the wgmma (async proxy) of both
+// consumer warpgroups.
+template <typename Config>
+__device__ __forceinline__ void publish_to_consumers(uint32_t barrier) {
+  cutlass::arch::fence_view_async_shared();
+  cutlass::arch::NamedBarrier::sync(Config::kConsumerThreads, barrier);
+}
+
+// The 16-byte aligned start, at or before the step's first query, of its row of a stats array
+// (D or the LSE copy): bulk copies need 16-byte aligned sources, rows start aligned
+// (stats_row_stride is a multiple of 4), and the consumers skip the step's first `begin % 4`.
+__device__ __forceinline__ const float* stats_row(const float* stats, const BackwardKernelParams& p,
+                                                  const QueryStep& step) {
+  return stats + step.head * p.stats_row_stride + (step.begin & ~3);
+}
+
+template <typename Config>
+__device__ void produce_backward(const BackwardTmaParams& params, typename Config::SharedStorage& shared,
+                                 typename Config::Pipeline& q_pipeline, typename Config::Pipeline& do_pipeline) {
+  constexpr int kBlockM = Config::kBlockM;
+  constexpr int kTileElements = kBlockM * Config::kHeadDim;
+  constexpr int kStatsBytes = Config::kStatsFloats * sizeof(float);
+  const BackwardKernelParams& p = params.base;
+  const KeyTileWork work(p, Config::kBlockN);
+  auto& kv_full = *reinterpret_cast<cutlass::arch::ClusterTransactionBarrier*>(&shared.kv_full);
+  kv_full.arrive_and_expect_tx(Config::kKeyValueBytes);
+  load_tile<Config>(&params.k_map, &shared.kv_full, shared.k, Config::kBlockN, work.kv_head, work.tile.begin,
+                    kEvictFirst);
+  load_tile<Config>(&params.v_map, &shared.kv_full, shared.v, Config::kBlockN, work.kv_head, work.tile.begin,
+                    kEvictFirst);
+
+  // Q, dO, LSE and D rows are read by every key tile that sees them: keep them in L2.
+  auto q_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
+  auto do_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
+  const QueryWalk walk = QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
+  for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
+    q_pipeline.producer_acquire(q_state);
+    uint64_t* q_barrier = q_pipeline.producer_get_barrier(q_state);
+    load_tile<Config>(&params.q_map, q_barrier, shared.q + q_state.index() * kTileElements, kBlockM, step.head,
+                      step.begin, kEvictLast);
+    cute::SM90_BULK_COPY_G2S::copy(stats_row(p.lse_copy, p, step), q_barrier, shared.lse[q_state.index()], kStatsBytes);
+    ++q_state;
+    do_pipeline.producer_acquire(do_state);
+    uint64_t* do_barrier = do_pipeline.producer_get_barrier(do_state);
+    load_tile<Config>(&params.dout_map, do_barrier, shared.dout + do_state.index() * kTileElements, kBlockM, step.head,
+                      step.begin, kEvictLast);
+    cute::SM90_BULK_COPY_G2S::copy(stats_row(p.delta, p, step), do_barrier, shared.delta[do_state.index()],
+                                   kStatsBytes);
+    ++do_state;
+  }
+}
+
+// Float offset of dQ element (row, column) in the shared dQ tile: panels of 32 columns, each a
+// (block_m x 32) array of 128-byte rows whose 16-byte chunks are XOR-swizzled by row % 8 -- the
+// pattern the TMA reduction's 128-byte swizzle reads, and conflict-free for the accumulator's
+// column pairs.
+template <typename Config>
+__device__ __forceinline__ int dq_shared_offset(int row, int column) {
+  constexpr int kPanel = Config::kDqPanelColumns;
+  const int within = column % kPanel;
+  return column / kPanel * (Config::kBlockM * kPanel) + row * kPanel + (((within / 4) ^ (row % 8)) * 4) + within % 4;
+}
+
+// Writes a warpgroup's 64 x 64 dQ block, scaled, into the shared dQ tile at (first_row,
+// first_column); rows at or past query_rows (the next segment's) as zeros: their dS is 0, but
+// 0 times a NaN key of this segment would still add NaN to another segment's dQ. The block is a
+// wgmma accumulator (sm90/common/fragments.cuh): value 4 j + 2 h + e of thread t is row
+// 16 (t / 32) + (t % 32) / 4 + 8 h, column 8 j + 2 (t % 4) + e. Stores use 32-bit shared
+// addresses: generic pointers into the tile cost 64-bit registers.
+template <typename Config, typename Accumulator>
+__device__ __forceinline__ void write_dq_block(uint32_t dq_base, const Accumulator& acc, int warpgroup_thread,
+                                               int first_row, int first_column, int query_rows, float scale) {
+  hide_from_hoisting(warpgroup_thread);
+  const int row = first_row + 16 * (warpgroup_thread / 32) + warpgroup_thread % 32 / 4;
+  const int column = first_column + 2 * (warpgroup_thread % 4);
+  CUTE_UNROLL
+  for (int j = 0; j < 8; ++j) {
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t address = dq_base + 4 * dq_shared_offset<Config>(row + 8 * h, column + 8 * j);
+      const float first = row + 8 * h < query_rows ? acc(4 * j + 2 * h) * scale : 0.f;
+      const float second = row + 8 * h < query_rows ? acc(4 * j + 2 * h + 1) * scale : 0.f;
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(address), "f"(first), "f"(second) : "memory");
+    }
+  }
+}
+
+template <typename Config, bool kAccumulateDq>
+__device__ void consume_backward(const BackwardTmaParams& params, typename Config::SharedStorage& shared,
+                                 typename Config::Pipeline& q_pipeline, typename Config::Pipeline& do_pipeline) {
+  using namespace cute;
+  using Element = typename Config::Element;
+  constexpr int kBlockM = Config::kBlockM;
+  constexpr int kBlockN = Config::kBlockN;
+  constexpr int kHeadDim = Config::kHeadDim;
+  const BackwardKernelParams& p = params.base;
+  const int thread = static_cast<int>(threadIdx.x) - 128;  // among the consumers
+  const int warpgroup = thread / 128;
+  const int warpgroup_thread = thread % 128;
+  const KeyTileWork work(p, kBlockN);
+  const int key_begin = work.tile.begin;
+
+  Tensor sK = make_tensor(make_smem_ptr(shared.k), typename Config::SmemLayoutKey{});
+  Tensor sV = make_tensor(make_smem_ptr(shared.v), typename Config::SmemLayoutKey{});
+  Tensor sKt = make_tensor(make_smem_ptr(shared.k), typename Config::SmemLayoutKeyT{});
+  Tensor sQ = make_tensor(make_smem_ptr(shared.q), typename Config::SmemLayoutQuery{});
+  Tensor sdO = make_tensor(make_smem_ptr(shared.dout), typename Config::SmemLayoutQuery{});
+  Tensor sQt = make_tensor(make_smem_ptr(shared.q), typename Config::SmemLayoutQueryT{});
+  Tensor sdOt = make_tensor(make_smem_ptr(shared.dout), typename Config::SmemLayoutQueryT{});
+  Tensor sdS = make_tensor(make_smem_ptr(shared.ds), typename Config::SmemLayoutDs{});
+  Tensor sdSt = make_tensor(make_smem_ptr(shared.ds), typename Config::SmemLayoutDsT{});
+
+  typename Config::TiledMmaSdP mma_sdp;
+  typename Config::TiledMmaKV mma_kv;
+  typename Config::TiledMmaDq mma_dq;
+  auto slice_sdp = mma_sdp.get_thread_slice(thread);
+  auto slice_kv = mma_kv.get_thread_slice(thread);
+  auto slice_dq = mma_dq.get_thread_slice(thread);
+  Tensor tSrK = slice_sdp.partition_fragment_A(sK);
+  Tensor tSrV = slice_sdp.partition_fragment_A(sV);
+  Tensor tSrQ = slice_sdp.partition_fragment_B(sQ);
+  Tensor tSrdO = slice_sdp.partition_fragment_B(sdO);
+  Tensor tKVrQt = slice_kv.partition_fragment_B(sQt);
+  Tensor tKVrdOt = slice_kv.partition_fragment_B(sdOt);
+  Tensor tDqrdS = slice_dq.partition_fragment_A(sdS);
+  Tensor tDqrKt = slice_dq.partition_fragment_B(sKt);
+  Tensor tSsdSt = slice_sdp.partition_C(sdSt);
+
+  Tensor score_coords = slice_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
+  Tensor score_coords_rc = make_tensor(score_coords.data(), accumulator_rows_by_columns(score_coords.layout()));
+
+  Tensor acc_dk = partition_fragment_C(mma_kv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+  Tensor acc_dv = partition_fragment_C(mma_kv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+  clear(acc_dk);
+  clear(acc_dv);
+
+  auto& kv_full = *reinterpret_cast<cutlass::arch::ClusterTransactionBarrier*>(&shared.kv_full);
+  kv_full.wait(0);
+  if (work.key_rows < kBlockN) {
+    zero_rows<Config>(sK, kBlockN, work.key_rows, thread);
+    publish_to_consumers<Config>(kZeroedRowsBarrier);
+  }
+
+  typename Config::Pipeline::PipelineState q_state, do_state;
+  const float scale_log2 = p.softmax_scale * kLog2E;
+  const QueryWalk walk = QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
+  int ds_stage = 0;
+  const uint32_t dq_base = cute::cast_smem_ptr_to_uint(shared.dq);
+  for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
+    const int query_rows = min(kBlockM, step.segment_end - step.begin);
+    q_pipeline.consumer_wait(q_state);
+    do_pipeline.consumer_wait(do_state);
+    const int q_stage = q_state.index();
+    const int do_stage = do_state.index();
+    if (query_rows < kBlockM) {
+      Tensor q_tile = sQ(_, _, q_stage);
+      Tensor do_tile = sdO(_, _, do_stage);
+      zero_rows<Config>(q_tile, kBlockM, query_rows, thread);
+      zero_rows<Config>(do_tile, kBlockM, query_rows, thread);
+      publish_to_consumers<Config>(kZeroedRowsBarrier);
+    }
+
+    Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+    Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+    warpgroup_gemm<true, -1>(mma_sdp, tSrK, tSrQ(_, _, _, q_stage), acc_s);
+    warpgroup_gemm<true, 0>(mma_sdp, tSrV, tSrdO(_, _, _, do_stage), acc_dp);
+
+    // The causal mask applies when the query tile is in the key tile's own segment.
+    const bool causal = step.segment == work.tile.segment;
+    const bool needs_mask =
+        (causal && step.begin < key_begin + work.key_rows - 1) || query_rows < kBlockM || work.key_rows < kBlockN;
+    const auto visible = [&](int n, int m) {
+      return n < work.key_rows && m < query_rows && (!causal || key_begin + n <= step.begin + m);
+    };
+    Tensor s_rc = make_tensor(acc_s.data(), accumulator_rows_by_columns(acc_s.layout()));
+    Tensor dp_rc = make_tensor(acc_dp.data(), accumulator_rows_by_columns(acc_dp.layout()));
+    const int stats_skip = step.begin & 3;  // stats_row starts up to 3 queries early
+    softmax_backward<true, 1>(s_rc, dp_rc, score_coords_rc, shared.lse[q_stage] + stats_skip,
+                              shared.delta[do_stage] + stats_skip, scale_log2,
+                              [&](int n, int m) { return !needs_mask || visible(n, m); });
+
+    Tensor probabilities = convert_fragment<Element>(acc_s);
+    Tensor score_gradients = convert_fragment<Element>(acc_dp);
+    Tensor tKVrP = make_tensor(probabilities.data(), accumulator_as_operand_a(acc_s.layout()));
+    Tensor tKVrdS = make_tensor(score_gradients.data(), accumulator_as_operand_a(acc_dp.layout()));
+    warpgroup_gemm<false, -1>(mma_kv, tKVrP, tKVrdOt(_, _, _, do_stage), acc_dv);
+    warpgroup_gemm<false, -1>(mma_kv, tKVrdS, tKVrQt(_, _, _, q_stage), acc_dk);
+
+    if constexpr (kAccumulateDq) {
+      // dS^T to this step's buffer. The other warpgroup read this buffer two steps ago and has
+      // since passed the previous step's dS barrier, which it reached after that dQ GEMM's wait.
+      Tensor ds_target = tSsdSt(_, _, _, ds_stage);
+      CUTE_UNROLL
+      for (int i = 0; i < size(score_gradients); ++i) ds_target(i) = score_gradients(i);
+      publish_to_consumers<Config>(kDsWrittenBarrier);
+      // dV and dK finish before dQ starts: their register operands (P^T, dS^T) then die, which
+      // keeps the dQ accumulator inside the 240 registers.
+      warpgroup_wait<0>();
+      Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+      warpgroup_gemm<true, 0>(mma_dq, tDqrdS(_, _, _, ds_stage), tDqrKt, acc_dq);
+      q_pipeline.consumer_release(q_state);
+      do_pipeline.consumer_release(do_state);
+
+      // dQ block to shared memory (scaled), then one thread of the warpgroup adds it to dq_accum.
+      if (warpgroup_thread == 0) cute::tma_store_wait<0>();
+      cutlass::arch::NamedBarrier::sync(128, kDqFreeBarrier + warpgroup);
+      const int first_row = Config::kDqWarpgroupsAlongM == 1 ? 0 : 64 * warpgroup;
+      const int first_column = Config::kDqWarpgroupsAlongM == 1 ? 64 * warpgroup : 0;
+      static_assert(decltype(size(acc_dq))::value == 32, "write_dq_block takes one 64 x 64 block per warpgroup");
+      write_dq_block<Config>(dq_base, acc_dq, warpgroup_thread, first_row, first_column, query_rows, p.softmax_scale);
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::NamedBarrier::sync(128, kDqWrittenBarrier + warpgroup);
+      if (warpgroup_thread == 0) {
+        CUTE_UNROLL
+        for (int column = first_column; column < first_column + 64; column += Config::kDqPanelColumns) {
+          cute::SM90_TMA_REDUCE_ADD_3D::copy(&params.dq_accum_map,
+                                             shared.dq + dq_shared_offset<Config>(first_row, column), column,
+                                             step.begin + first_row, step.head);
+        }
+        cute::tma_store_arrive();
+      }
+      ds_stage ^= 1;
+    } else {
+      warpgroup_wait<0>();
+      q_pipeline.consumer_release(q_state);
+      do_pipeline.consumer_release(do_state);
+    }
+    ++q_state;
+    ++do_state;
+  }
+  warpgroup_wait<0>();
+  if (kAccumulateDq && warpgroup_thread == 0) cute::tma_store_wait<0>();  // reads of shared dQ finish before exit
+
+  // Epilogue: dK = scale * sum dS^T Q and dV = sum P^T dO as column pairs, rows inside the segment.
+  Tensor out_coords = slice_kv.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  auto* dk =
+      static_cast<Element*>(p.dk.data) + int64_t{key_begin} * p.dk.token_stride + work.kv_head * p.dk.head_stride;
+  auto* dv =
+      static_cast<Element*>(p.dv.data) + int64_t{key_begin} * p.dv.token_stride + work.kv_head * p.dv.head_stride;
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc_dk); i += 2) {
+    const int row = get<0>(out_coords(i));
+    if (row < work.key_rows) {
+      const int column = get<1>(out_coords(i));
+      cutlass::Array<Element, 2> dk_pair, dv_pair;
+      dk_pair[0] = static_cast<Element>(acc_dk(i) * p.softmax_scale);
+      dk_pair[1] = static_cast<Element>(acc_dk(i + 1) * p.softmax_scale);
+      dv_pair[0] = static_cast<Element>(acc_dv(i));
+      dv_pair[1] = static_cast<Element>(acc_dv(i + 1));
+      *reinterpret_cast<cutlass::Array<Element, 2>*>(dk + row * p.dk.token_stride + column) = dk_pair;
+      *reinterpret_cast<cutlass::Array<Element, 2>*>(dv + row * p.dv.token_stride + column) = dv_pair;
+    }
+  }
+}
+
+template <typename Config, bool kAccumulateDq>
+__global__ void __launch_bounds__(Config::kThreads, 1)
+    backward_kv_kernel(const __grid_constant__ BackwardTmaParams params) {
+  extern __shared__ char shared_bytes[];
+  auto& shared = *reinterpret_cast<typename Config::SharedStorage*>((reinterpret_cast<uintptr_t>(shared_bytes) + 1023) &
+                                                                    ~static_cast<uintptr_t>(1023));
+  const bool producer = cutlass::canonical_warp_group_idx() == 0;
+
+  typename Config::Pipeline::Params pipeline_params;
+  pipeline_params.transaction_bytes = Config::kQueryStageBytes;
+  pipeline_params.role =
+      producer ? Config::Pipeline::ThreadCategory::Producer : Config::Pipeline::ThreadCategory::Consumer;
+  pipeline_params.is_leader = threadIdx.x == 0;
+  pipeline_params.num_consumers = Config::kConsumerThreads;
+  typename Config::Pipeline q_pipeline(shared.q_pipeline, pipeline_params, cute::Shape<cute::_1, cute::_1, cute::_1>{});
+  typename Config::Pipeline do_pipeline(shared.do_pipeline, pipeline_params,
+                                        cute::Shape<cute::_1, cute::_1, cute::_1>{});
+  if (threadIdx.x == 0) cutlass::arch::ClusterTransactionBarrier::init(&shared.kv_full, 1);
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  if (producer) {
+    cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegisters>();
+    if (threadIdx.x == 0) produce_backward<Config>(params, shared, q_pipeline, do_pipeline);
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegisters>();
+    consume_backward<Config, kAccumulateDq>(params, shared, q_pipeline, do_pipeline);
+  }
+}
+
+}  // namespace dualkv::detail::sm90

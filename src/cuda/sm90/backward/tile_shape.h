@@ -1,0 +1,45 @@
+// Tile shapes of the sm90 backward kernel, plain C++ so that CPU tests and the host entry read the
+// same table the kernel is built from.
+//
+// A CTA owns one key tile of block_n = 64 * consumer_warpgroups keys (each consumer warpgroup owns
+// 64 keys: one wgmma M) of one KV head and walks the query tiles that see it in steps of block_m
+// queries, through `stages` Q and dO shared-memory buffers. Shared memory: K and V (block_n x d),
+// stages x Q and dO (block_m x d), stages x dS (block_m x block_n), all 16-bit; the fp32 dQ tile
+// (block_m x d) handed to the TMA reduction; stages x LSE and D (block_m + 4 fp32); the barriers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dualkv::detail::sm90 {
+
+struct BackwardTileShape {
+  int head_dim;
+  int block_n;  // keys per CTA
+  int block_m;  // queries per step
+  int stages;
+};
+
+// head_dim 64 steps over 128 queries (the dQ block of a warpgroup is then its half of the rows);
+// head_dim 128 over 64 (its half of the columns), which keeps dK, dV, S^T and dP^T in 240 registers.
+inline constexpr BackwardTileShape kBackwardTileShapes[] = {
+    {64, 128, 128, 2},
+    {128, 128, 64, 2},
+};
+
+// The compiled shape for head_dim, or nullptr.
+constexpr const BackwardTileShape* find_backward_tile_shape(int64_t head_dim) {
+  for (const BackwardTileShape& shape : kBackwardTileShapes) {
+    if (shape.head_dim == head_dim) return &shape;
+  }
+  return nullptr;
+}
+
+// Bytes of the tiles; the kernel's shared storage adds its barriers (at most 1 KiB).
+constexpr size_t backward_tile_bytes(const BackwardTileShape& shape) {
+  const auto n = static_cast<size_t>(shape.block_n), m = static_cast<size_t>(shape.block_m),
+             d = static_cast<size_t>(shape.head_dim), stages = static_cast<size_t>(shape.stages);
+  return 2 * n * d * 2 + stages * (2 * m * d * 2 + m * n * 2 + 2 * (m + 4) * 4) + m * d * 4;
+}
+
+}  // namespace dualkv::detail::sm90
