@@ -90,14 +90,14 @@ BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t heads, int64_t
   ws.has_dq_accum = !deterministic;
   ws.has_lse_copy = copies_lse;
   ws.stats_row_stride = (tokens + 3) / 4 * 4;
-  const auto stats_bytes = static_cast<size_t>(heads * ws.stats_row_stride + kStatsReadSlack) * sizeof(float);
+  const auto stats_bytes = static_cast<size_t>(heads * ws.stats_row_stride) * sizeof(float);
   size_t offset = 0;
   ws.dq_accum_offset = offset;
   if (ws.has_dq_accum) offset += align_up(static_cast<size_t>(tokens * heads * head_dim) * sizeof(float));
   ws.delta_offset = offset;
   offset += align_up(stats_bytes);
   ws.lse_copy_offset = offset;
-  if (ws.has_lse_copy) offset += align_up(stats_bytes);
+  if (ws.has_lse_copy) offset += align_up(stats_bytes + kStatsReadSlack * sizeof(float));
   ws.total_bytes = offset;
   return ws;
 }

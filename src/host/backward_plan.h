@@ -21,9 +21,9 @@
 //              starts 16-byte aligned: D = rowsum(dO * O), the softmax-gradient correction per query
 //   lse copy   fp32 (H, T') likewise; only for the Hopper kernel, which bulk-copies D and the
 //              forward's LSE (16-byte aligned rows, whatever the caller's LSE strides are)
-// Both stats regions end with kStatsReadSlack floats: the Hopper kernel copies block_m + 4 floats
-// from the 16-byte aligned start at or before a query tile's first row, which may run past the
-// last row.
+// The lse copy region ends with kStatsReadSlack floats: the Hopper kernel copies block_m + 4
+// floats from the 16-byte aligned start at or before a query tile's first row, which may run past
+// a region's last row (past delta's, into the lse copy).
 #pragma once
 
 #include <cstddef>
@@ -68,7 +68,7 @@ enum BackwardPlanRegion : size_t { kCuSeqlensRegion, kKeyTilesRegion, kQueryTile
 // query_block, and query tiles of dq_query_block tokens (0: no dQ kernel, no query tiles).
 PlanImage backward_plan_image(const Layout& layout, int key_block, int query_block, int dq_query_block);
 
-inline constexpr int64_t kStatsReadSlack = 256;
+inline constexpr int64_t kStatsReadSlack = 132;
 
 struct BackwardWorkspace {
   size_t dq_accum_offset = 0;  // meaningful only if has_dq_accum
