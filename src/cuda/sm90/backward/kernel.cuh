@@ -254,30 +254,27 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
     Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
     warpgroup_gemm<true, -1>(mma_sdp, tSrK, tSrQ(_, _, _, q_stage), acc_s);
-    warpgroup_gemm<true, -1>(mma_sdp, tSrV, tSrdO(_, _, _, do_stage), acc_dp);
+    warpgroup_gemm<true, 0>(mma_sdp, tSrV, tSrdO(_, _, _, do_stage), acc_dp);
 
     // The causal mask applies when the query tile is in the key tile's own segment.
     const bool causal = step.segment == work.tile.segment;
-    const bool needs_mask = (causal && step.begin < key_begin + work.key_rows - 1) || query_rows < kBlockM ||
-                            work.key_rows < kBlockN;
+    const bool needs_mask =
+        (causal && step.begin < key_begin + work.key_rows - 1) || query_rows < kBlockM || work.key_rows < kBlockN;
     const auto visible = [&](int n, int m) {
-      return !needs_mask ||
-             (n < work.key_rows && m < query_rows && (!causal || key_begin + n <= step.begin + m));
+      return n < work.key_rows && m < query_rows && (!causal || key_begin + n <= step.begin + m);
     };
     Tensor s_rc = make_tensor(acc_s.data(), accumulator_rows_by_columns(acc_s.layout()));
     Tensor dp_rc = make_tensor(acc_dp.data(), accumulator_rows_by_columns(acc_dp.layout()));
     const int stats_skip = step.begin & 3;  // stats_row starts up to 3 queries early
+    softmax_backward<true, 1>(s_rc, dp_rc, score_coords_rc, shared.lse[q_stage] + stats_skip,
+                              shared.delta[do_stage] + stats_skip, scale_log2,
+                              [&](int n, int m) { return !needs_mask || visible(n, m); });
 
-    // P while dP is still computed, then dV += P^T dO while dS is.
-    warpgroup_wait<1>();
-    softmax_probabilities<true, 1>(s_rc, score_coords_rc, shared.lse[q_stage] + stats_skip, scale_log2, visible);
     Tensor probabilities = convert_fragment<Element>(acc_s);
-    Tensor tKVrP = make_tensor(probabilities.data(), accumulator_as_operand_a(acc_s.layout()));
-    warpgroup_gemm<false, -1>(mma_kv, tKVrP, tKVrdOt(_, _, _, do_stage), acc_dv);
-    warpgroup_wait<1>();
-    softmax_score_gradients<true, 1>(s_rc, dp_rc, score_coords_rc, shared.delta[do_stage] + stats_skip, visible);
     Tensor score_gradients = convert_fragment<Element>(acc_dp);
+    Tensor tKVrP = make_tensor(probabilities.data(), accumulator_as_operand_a(acc_s.layout()));
     Tensor tKVrdS = make_tensor(score_gradients.data(), accumulator_as_operand_a(acc_dp.layout()));
+    warpgroup_gemm<false, -1>(mma_kv, tKVrP, tKVrdOt(_, _, _, do_stage), acc_dv);
     warpgroup_gemm<false, -1>(mma_kv, tKVrdS, tKVrQt(_, _, _, q_stage), acc_dk);
 
     if constexpr (kAccumulateDq) {
@@ -287,9 +284,9 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
       CUTE_UNROLL
       for (int i = 0; i < size(score_gradients); ++i) ds_target(i) = score_gradients(i);
       publish_to_consumers<Config>(kDsWrittenBarrier);
-      // dV finishes before dQ starts (dK may still run): P^T's registers then hold the dQ
-      // accumulator, inside the 240 registers.
-      warpgroup_wait<1>();
+      // dV and dK finish before dQ starts: their register operands (P^T, dS^T) then die, which
+      // keeps the dQ accumulator inside the 240 registers.
+      warpgroup_wait<0>();
       Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
       warpgroup_gemm<true, 0>(mma_dq, tDqrdS(_, _, _, ds_stage), tDqrKt, acc_dq);
       q_pipeline.consumer_release(q_state);
