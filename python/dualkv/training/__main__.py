@@ -22,7 +22,7 @@ import dualkv
 from .models import MODEL_CONFIGS, build_model
 from .parallel import init_parallelism, shard_policy
 from .policy import PackedPolicy
-from .rollouts import load_jsonl, synthetic_rollouts
+from .rollouts import ROLLOUT_SUFFIXES, load_rollouts, synthetic_rollouts
 from .step import UpdateConfig, policy_update
 
 
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     parallel = init_parallelism(args.sp, device)
     lm = build_model(args.model, seed=args.seed)
     rollouts = (
-        load_jsonl(args.rollouts)
+        load_rollouts(args.rollouts)
         if args.rollouts
         else synthetic_rollouts(
             args.groups, args.responses, args.prompt_length, tuple(args.response_length), lm.config.vocab_size, args.seed
@@ -100,8 +100,9 @@ def _init_distributed(requested: str | None) -> torch.device:
 
 def _parse(argv):
     parser = argparse.ArgumentParser(prog="python -m dualkv.training", description=__doc__.split("\n\n")[0])
-    source = parser.add_argument_group("rollouts (a JSONL file, or synthetic ones)")
-    source.add_argument("--rollouts", help="JSONL file: one {prompt, responses, rewards} group per line")
+    source = parser.add_argument_group("rollouts (a JSONL or parquet file, or synthetic ones)")
+    source.add_argument("--rollouts", help="a .jsonl file (one {prompt, responses, rewards} group per line) or a "
+                        ".parquet file (columns prompt, responses, rewards; one group per row; needs pyarrow)")
     source.add_argument("--groups", type=int, default=6, help="synthetic: prompt groups (default 6)")
     source.add_argument("--responses", type=int, default=4, help="synthetic: responses per group N (default 4)")
     source.add_argument("--prompt-length", type=int, default=96, help="synthetic: prompt tokens P (default 96)")
@@ -129,6 +130,9 @@ def _parse(argv):
     args = parser.parse_args(argv)
     if args.groups_per_step < 1 or args.epochs < 1:
         parser.error("--groups-per-step and --epochs must be >= 1")
+    # The format follows the suffix; checked here so a typo fails before the model is built.
+    if args.rollouts and not args.rollouts.lower().endswith(ROLLOUT_SUFFIXES):
+        parser.error(f"--rollouts: expected a file ending in one of {ROLLOUT_SUFFIXES}, got {args.rollouts!r}")
     return args
 
 
