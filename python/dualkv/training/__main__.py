@@ -10,17 +10,14 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import sys
 
 import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-import dualkv
-
 from .models import MODEL_CONFIGS, build_model
-from .parallel import init_parallelism, shard_policy
+from .parallel import init_distributed, init_parallelism, shard_policy
 from .policy import PackedPolicy
 from .rollouts import ROLLOUT_SUFFIXES, load_rollouts, synthetic_rollouts
 from .step import UpdateConfig, policy_update
@@ -28,7 +25,7 @@ from .step import UpdateConfig, policy_update
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
-    device = _init_distributed(args.device)
+    device = init_distributed(args.device)
     parallel = init_parallelism(args.sp, device)
     lm = build_model(args.model, seed=args.seed)
     rollouts = (
@@ -79,23 +76,6 @@ def _throughput(metrics: dict, device: torch.device) -> dict:
     if device.type == "cuda":
         out["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
     return out
-
-
-def _init_distributed(requested: str | None) -> torch.device:
-    """torchrun's environment when present (NCCL on GPUs, gloo on CPUs), else a one-process group
-    (FSDP2 needs one even alone). Returns this rank's device."""
-    use_cuda = requested == "cuda" or (requested is None and torch.cuda.is_available() and dualkv.cuda_compiled)
-    if use_cuda and not dualkv.cuda_compiled:
-        raise ValueError("--device: cuda needs dualkv built with its CUDA kernels (DUALKV_CUDA=1 pip install .)")
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if use_cuda else torch.device("cpu")
-    if use_cuda:
-        torch.cuda.set_device(device)
-    backend = "nccl" if use_cuda else "gloo"
-    if "WORLD_SIZE" in os.environ:
-        dist.init_process_group(backend)
-    else:
-        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
-    return device
 
 
 def _parse(argv):
