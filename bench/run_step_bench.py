@@ -58,13 +58,13 @@ def main(argv: list[str] | None = None) -> dict:
     device = init_distributed(args.device)
     parallel = init_parallelism(1, device)
     rank, world = dist.get_rank(), dist.get_world_size()
-    methods = _usable_methods(args.methods, device)
+    methods = [m for m in METHODS if m in _usable_methods(args.methods, device)]  # dualkv first
     policy, config = _build_policy(args, device, parallel)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     peak = args.peak_tflops * 1e12 if args.peak_tflops else work.peak_flops(device_name)
     if peak is None and rank == 0:
         print(f"MFU not reported: peak FLOP/s of {device_name!r} unknown (pass --peak-tflops)", flush=True)
-    entries, reference_logprobs = [], {}
+    entries, reference_logprobs = [], None
     for p in args.prompt_lengths:
         for n in args.responses:
             # Each rank its own groups (seed by rank), all of the same P and N: equal micro-batch counts.
@@ -75,10 +75,12 @@ def main(argv: list[str] | None = None) -> dict:
             for method in methods:
                 result = _run_method(method, policy, groups, args.micro_batch or n, args, device, world)
                 if (p, n) == (args.prompt_lengths[0], args.responses[0]) and "logprobs" in result:
-                    reference_logprobs.setdefault("dualkv", result["logprobs"])
-                    result["logprob_max_abs_diff_vs_dualkv"] = _max_difference(
-                        result["logprobs"], reference_logprobs["dualkv"]
-                    )
+                    if method == "dualkv":  # first in METHODS order, so the others find it
+                        reference_logprobs = result["logprobs"]
+                    if reference_logprobs:
+                        result["logprob_max_abs_diff_vs_dualkv"] = _max_difference(
+                            result["logprobs"], reference_logprobs
+                        )
                 result.pop("logprobs", None)
                 _add_rates(result, counts, config, peak, world)
                 entry["methods"][method] = result
@@ -89,7 +91,7 @@ def main(argv: list[str] | None = None) -> dict:
         "device": device_name, "world_size": world, "torch": torch.__version__, "model": args.model,
         "num_hidden_layers": config.num_hidden_layers, "dtype": args.dtype, "groups_per_rank": args.groups,
         "response_length": args.response_length, "peak_flops_per_gpu": peak,
-        "skipped_methods": {m: r for m, r in _skipped(args.methods, device).items()}, "entries": entries,
+        "skipped_methods": _skipped(args.methods, device), "entries": entries,
     }
     if rank == 0:
         _write(report, pathlib.Path(args.out))
@@ -155,6 +157,12 @@ def _run_method(method, policy, groups, micro_batch, args, device, world) -> dic
             _synchronize(device)
             times.append(time.perf_counter() - start)
     except torch.OutOfMemoryError:
+        if world > 1:
+            # Another rank may already wait in an FSDP collective: fail the whole run (torchrun
+            # stops every rank) rather than hang. The 1-GPU run's largest_micro_batch says what fits.
+            print(f"{method}: out of memory at a micro-batch of {size} responses; rerun with --methods {method} "
+                  "--micro-batch SMALLER", file=sys.stderr, flush=True)
+            raise
         _recover(policy, device)
         return {**result, "status": f"OOM at a micro-batch of {size} responses"}
     seconds = _max_over_ranks(statistics.median(times), device)
@@ -193,7 +201,8 @@ def _largest_fit(policy, split, groups, args, device) -> int:
     )
     largest, size = 0, 1
     while size <= args.max_fit:
-        batch = [(b.to(device), ids) for b, ids in split(pool, size)[:1]]
+        needed = pool[: -(-size // len(pool[0].responses))]  # just the groups one micro-batch takes
+        batch = [(b.to(device), ids) for b, ids in split(needed, size)[:1]]
         try:
             _step(policy, batch, _advantages(pool, device))
             _synchronize(device)
@@ -339,8 +348,10 @@ def _parse(argv):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')}: must be >= 1, got {value}")
-    if min(args.prompt_lengths) < 1 or min(args.responses) < 1 or not 1 <= args.response_length[0] <= args.response_length[1]:
-        parser.error("--prompt-lengths and --responses must be >= 1 and --response-length 1 <= MIN <= MAX")
+    if min(args.prompt_lengths) < 1 or min(args.responses) < 1:
+        parser.error("--prompt-lengths and --responses: every value must be >= 1")
+    if not 1 <= args.response_length[0] <= args.response_length[1]:
+        parser.error(f"--response-length: expected 1 <= MIN <= MAX, got {args.response_length}")
     if args.warmup < 0:
         parser.error(f"--warmup: must be >= 0, got {args.warmup}")
     return args

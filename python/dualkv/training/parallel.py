@@ -51,7 +51,9 @@ def init_distributed(requested: str | None) -> torch.device:
     "cuda" or None (cuda when a GPU and dualkv's CUDA kernels are there). Returns this rank's device."""
     use_cuda = requested == "cuda" or (requested is None and torch.cuda.is_available() and dualkv.cuda_compiled)
     if use_cuda and not dualkv.cuda_compiled:
-        raise ValueError("requested (--device): cuda needs dualkv built with its CUDA kernels (DUALKV_CUDA=1 pip install .)")
+        raise ValueError(
+            "requested (--device): cuda needs dualkv built with its CUDA kernels (DUALKV_CUDA=1 pip install .)"
+        )
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if use_cuda else torch.device("cpu")
     if use_cuda:
         torch.cuda.set_device(device)
