@@ -1,8 +1,11 @@
 """A tiny Qwen3 policy, its reference, a rollout batch that needs several micro-batches (one group
-split), and the policy update written out directly on the whole batch, for the training tests."""
+split), rollout files, and the policy update written out directly on the whole batch, for the
+training tests."""
 
 import copy
+import json
 
+import pytest
 import torch
 from models_support import CONFIGS
 from transformers import AutoModelForCausalLM
@@ -30,6 +33,24 @@ def rollouts(seed=5):
         RolloutGroup(ids(p), tuple(ids(r) for r in rs), tuple(torch.rand(len(rs), generator=gen).tolist()))
         for p, rs in zip(PROMPT_LENGTHS, RESPONSE_LENGTHS)
     ]
+
+
+def records(groups):
+    """RolloutGroups as the {prompt, responses, rewards} records a rollout file holds."""
+    return [{"prompt": list(g.prompt), "responses": [list(r) for r in g.responses], "rewards": list(g.rewards)}
+            for g in groups]
+
+
+def write_rollouts(path, records):
+    """Writes records as JSONL, or as a parquet table when path ends in .parquet (skips the test
+    when pyarrow is not installed; requirements-ci.txt pins it, so CI runs it)."""
+    if path.suffix == ".parquet":
+        pa = pytest.importorskip("pyarrow")
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(records), path)
+    else:
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
 def config(**overrides):

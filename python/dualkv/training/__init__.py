@@ -3,7 +3,7 @@ Ulysses sequence parallelism. `python -m dualkv.training --help` runs it from th
 
 from .parallel import Parallelism, init_parallelism, shard_policy
 from .policy import PackedPolicy
-from .rollouts import RolloutGroup, load_jsonl, synthetic_rollouts
+from .rollouts import RolloutGroup, load_jsonl, load_parquet, load_rollouts, synthetic_rollouts
 from .step import UpdateConfig, policy_update
 
 __all__ = [
@@ -13,6 +13,8 @@ __all__ = [
     "UpdateConfig",
     "init_parallelism",
     "load_jsonl",
+    "load_parquet",
+    "load_rollouts",
     "policy_update",
     "shard_policy",
     "synthetic_rollouts",

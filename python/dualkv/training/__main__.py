@@ -10,29 +10,26 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import sys
 
 import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-import dualkv
-
 from .models import MODEL_CONFIGS, build_model
-from .parallel import init_parallelism, shard_policy
+from .parallel import init_distributed, init_parallelism, shard_policy
 from .policy import PackedPolicy
-from .rollouts import load_jsonl, synthetic_rollouts
+from .rollouts import ROLLOUT_SUFFIXES, load_rollouts, synthetic_rollouts
 from .step import UpdateConfig, policy_update
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
-    device = _init_distributed(args.device)
+    device = init_distributed(args.device)
     parallel = init_parallelism(args.sp, device)
     lm = build_model(args.model, seed=args.seed)
     rollouts = (
-        load_jsonl(args.rollouts)
+        load_rollouts(args.rollouts)
         if args.rollouts
         else synthetic_rollouts(
             args.groups, args.responses, args.prompt_length, tuple(args.response_length), lm.config.vocab_size, args.seed
@@ -81,27 +78,11 @@ def _throughput(metrics: dict, device: torch.device) -> dict:
     return out
 
 
-def _init_distributed(requested: str | None) -> torch.device:
-    """torchrun's environment when present (NCCL on GPUs, gloo on CPUs), else a one-process group
-    (FSDP2 needs one even alone). Returns this rank's device."""
-    use_cuda = requested == "cuda" or (requested is None and torch.cuda.is_available() and dualkv.cuda_compiled)
-    if use_cuda and not dualkv.cuda_compiled:
-        raise ValueError("--device: cuda needs dualkv built with its CUDA kernels (DUALKV_CUDA=1 pip install .)")
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if use_cuda else torch.device("cpu")
-    if use_cuda:
-        torch.cuda.set_device(device)
-    backend = "nccl" if use_cuda else "gloo"
-    if "WORLD_SIZE" in os.environ:
-        dist.init_process_group(backend)
-    else:
-        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
-    return device
-
-
 def _parse(argv):
     parser = argparse.ArgumentParser(prog="python -m dualkv.training", description=__doc__.split("\n\n")[0])
-    source = parser.add_argument_group("rollouts (a JSONL file, or synthetic ones)")
-    source.add_argument("--rollouts", help="JSONL file: one {prompt, responses, rewards} group per line")
+    source = parser.add_argument_group("rollouts (a JSONL or parquet file, or synthetic ones)")
+    source.add_argument("--rollouts", help="a .jsonl file (one {prompt, responses, rewards} group per line) or a "
+                        ".parquet file (columns prompt, responses, rewards; one group per row; needs pyarrow)")
     source.add_argument("--groups", type=int, default=6, help="synthetic: prompt groups (default 6)")
     source.add_argument("--responses", type=int, default=4, help="synthetic: responses per group N (default 4)")
     source.add_argument("--prompt-length", type=int, default=96, help="synthetic: prompt tokens P (default 96)")
@@ -129,6 +110,9 @@ def _parse(argv):
     args = parser.parse_args(argv)
     if args.groups_per_step < 1 or args.epochs < 1:
         parser.error("--groups-per-step and --epochs must be >= 1")
+    # The format follows the suffix; checked here so a typo fails before the model is built.
+    if args.rollouts and not args.rollouts.lower().endswith(ROLLOUT_SUFFIXES):
+        parser.error(f"--rollouts: expected a file ending in one of {ROLLOUT_SUFFIXES}, got {args.rollouts!r}")
     return args
 
 

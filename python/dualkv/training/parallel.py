@@ -13,6 +13,7 @@ batch's counts, so `policy_update` multiplies its backward loss by the DP size.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -20,9 +21,11 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+import dualkv
+
 from .policy import PackedPolicy
 
-__all__ = ["Parallelism", "init_parallelism", "shard_policy"]
+__all__ = ["Parallelism", "init_distributed", "init_parallelism", "shard_policy"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,26 @@ class Parallelism:
     def single(cls, device: torch.device | str = "cpu") -> Parallelism:
         """One process, no torch.distributed: no data or sequence parallelism."""
         return cls(1, 1, 0, None, None, torch.device(device))
+
+
+def init_distributed(requested: str | None) -> torch.device:
+    """Initialises the default process group: torchrun's environment when present (NCCL on GPUs,
+    gloo on CPUs), else a one-process group (FSDP2 needs one even alone). `requested` is "cpu",
+    "cuda" or None (cuda when a GPU and dualkv's CUDA kernels are there). Returns this rank's device."""
+    use_cuda = requested == "cuda" or (requested is None and torch.cuda.is_available() and dualkv.cuda_compiled)
+    if use_cuda and not dualkv.cuda_compiled:
+        raise ValueError(
+            "requested (--device): cuda needs dualkv built with its CUDA kernels (DUALKV_CUDA=1 pip install .)"
+        )
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    backend = "nccl" if use_cuda else "gloo"
+    if "WORLD_SIZE" in os.environ:
+        dist.init_process_group(backend)
+    else:
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    return device
 
 
 def init_parallelism(sp_size: int, device: torch.device | str) -> Parallelism:

@@ -1,20 +1,27 @@
 """Rollout batches for the policy update: prompt groups with their sampled responses and rewards.
 
-A file holds one group per JSON line:
-    {"prompt": [token ids], "responses": [[token ids], ...], "rewards": [one float per response]}
-The synthetic generator draws the same structure from a seed (random ids, ragged lengths), for
-runs and benchmarks without a rollout engine.
+A file holds one group per record, with three fields:
+    prompt: [token ids], responses: [[token ids], ...], rewards: [one number per response]
+as one JSON object per line (.jsonl) or one row per group of a parquet table with those three
+columns (.parquet; needs pyarrow, the `parquet` extra). Both formats go through the same record
+check, so a malformed group gives the same error whichever file it came from, prefixed with the
+file and the line or row. The synthetic generator draws the same structure from a seed (random
+ids, ragged lengths), for runs and benchmarks without a rollout engine.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["RolloutGroup", "load_jsonl", "synthetic_rollouts"]
+__all__ = ["ROLLOUT_SUFFIXES", "RolloutGroup", "load_jsonl", "load_parquet", "load_rollouts", "synthetic_rollouts"]
+
+FIELDS = ("prompt", "responses", "rewards")
+ROLLOUT_SUFFIXES = (".jsonl", ".parquet")
 
 
 @dataclass(frozen=True)
@@ -37,28 +44,104 @@ class RolloutGroup:
             raise ValueError(f"rewards: expected one per response ({len(self.responses)}), got {len(self.rewards)}")
 
 
+def load_rollouts(path: str | Path) -> list[RolloutGroup]:
+    """Reads a rollout file, its format chosen by its suffix (ROLLOUT_SUFFIXES)."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".jsonl":
+        return load_jsonl(path)
+    if suffix == ".parquet":
+        return load_parquet(path)
+    raise ValueError(f"path: expected a rollout file ending in one of {ROLLOUT_SUFFIXES}, got {str(path)!r}")
+
+
 def load_jsonl(path: str | Path) -> list[RolloutGroup]:
     """Reads one RolloutGroup per non-empty line; an error names the line and the field."""
-    groups = []
-    with open(path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                groups.append(
-                    RolloutGroup(
-                        _ids(record["prompt"], "prompt"),
-                        tuple(_ids(r, f"responses[{i}]") for i, r in enumerate(record["responses"])),
-                        tuple(float(x) for x in record["rewards"]),
-                    )
-                )
-            except (KeyError, TypeError, ValueError) as error:
-                detail = f"missing field {error}" if isinstance(error, KeyError) else str(error)
-                raise ValueError(f"{path}:{number}: {detail}") from None
-    if not groups:
-        raise ValueError(f"{path}: no rollout group in the file")
-    return groups
+
+    def records() -> Iterator[tuple[str, object]]:
+        with open(path, encoding="utf-8") as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{path}:{number}: not a JSON object ({error})") from None
+                yield f"{path}:{number}", record
+
+    return _groups(path, records())
+
+
+def load_parquet(path: str | Path) -> list[RolloutGroup]:
+    """Reads one RolloutGroup per row of a parquet table with the columns prompt (list of ids),
+    responses (list of lists of ids) and rewards (list of numbers); extra columns are ignored.
+    An error names the row (0-based) and the field; a missing column is named before any row is
+    read."""
+    try:
+        import pyarrow
+        import pyarrow.parquet as pq
+    except ImportError as error:
+        raise ImportError(
+            f"reading the parquet rollout file {path} needs pyarrow: pip install 'dualkv[parquet]' "
+            "(or pip install pyarrow), or convert the file to JSONL"
+        ) from error
+    try:
+        parquet = pq.ParquetFile(path)
+    except pyarrow.ArrowException as error:  # not parquet; a missing file stays a FileNotFoundError
+        raise ValueError(f"{path}: not a readable parquet file ({error})") from None
+    _check_parquet_schema(path, parquet.schema_arrow)
+
+    def records() -> Iterator[tuple[str, object]]:
+        row = 0
+        # A record batch at a time: a large file never exists as Python objects all at once.
+        for batch in parquet.iter_batches(columns=list(FIELDS)):
+            for record in batch.to_pylist():
+                yield f"{path}: row {row}", record
+                row += 1
+
+    return _groups(path, records())
+
+
+def _check_parquet_schema(path: str | Path, schema) -> None:
+    """The three columns exist with list types of integer ids and numeric rewards. A float id
+    column is refused here: pyarrow widens a whole column to float when one row has a float, and
+    the row-level check would then blame the first row instead of the column."""
+    import pyarrow.types as types
+
+    def depth_and_leaf(arrow_type):
+        depth = 0
+        while types.is_list(arrow_type) or types.is_large_list(arrow_type) or types.is_fixed_size_list(arrow_type):
+            arrow_type, depth = arrow_type.value_type, depth + 1
+        return depth, arrow_type
+
+    expected = {"prompt": (1, types.is_integer, "list of integers"),
+                "responses": (2, types.is_integer, "list of lists of integers"),
+                "rewards": (1, lambda t: types.is_integer(t) or types.is_floating(t), "list of numbers")}
+    for name, (depth, leaf_ok, what) in expected.items():
+        if name not in schema.names:
+            raise ValueError(f"{path}: missing column {name!r} (columns: {schema.names})")
+        arrow_type = schema.field(name).type
+        found_depth, leaf = depth_and_leaf(arrow_type)
+        # A column of nulls only (type null) passes here; its rows fail the record check.
+        if not types.is_null(leaf) and (found_depth != depth or not leaf_ok(leaf)):
+            raise ValueError(f"{path}: column {name!r}: expected a {what}, got {arrow_type}")
+
+
+def group_from_record(record: object) -> RolloutGroup:
+    """A RolloutGroup from a mapping with the fields prompt, responses and rewards (the form both
+    file formats decode to); a ValueError names the field that breaks a rule."""
+    if not isinstance(record, Mapping):
+        raise ValueError(f"expected an object with the fields {FIELDS}, got {type(record).__name__}")
+    missing = [name for name in FIELDS if name not in record]
+    if missing:
+        raise ValueError(f"missing field {missing[0]!r}")
+    responses = record["responses"]
+    if not _is_list(responses):
+        raise ValueError(f"responses: expected a list of lists of token ids, got {type(responses).__name__}")
+    return RolloutGroup(
+        _ids(record["prompt"], "prompt"),
+        tuple(_ids(r, f"responses[{i}]") for i, r in enumerate(responses)),
+        _rewards(record["rewards"]),
+    )
 
 
 def synthetic_rollouts(
@@ -96,9 +179,37 @@ def synthetic_rollouts(
     ]
 
 
-def _ids(values: Sequence, name: str) -> tuple[int, ...]:
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+def _groups(path: str | Path, records: Iterator[tuple[str, object]]) -> list[RolloutGroup]:
+    """Every record as a RolloutGroup, an error prefixed with the record's place in the file."""
+    groups = []
+    for where, record in records:
+        try:
+            groups.append(group_from_record(record))
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
+    if not groups:
+        raise ValueError(f"{path}: no rollout group in the file")
+    return groups
+
+
+def _is_list(values: object) -> bool:
+    return isinstance(values, Sequence) and not isinstance(values, (str, bytes))
+
+
+def _ids(values: object, name: str) -> tuple[int, ...]:
+    if not _is_list(values):
         raise ValueError(f"{name}: expected a list of token ids, got {type(values).__name__}")
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
         raise ValueError(f"{name}: token ids must be non-negative integers")
     return tuple(values)
+
+
+def _rewards(values: object) -> tuple[float, ...]:
+    # Numbers only: a string or a bool is a malformed file, and a NaN or infinite reward would
+    # turn its whole group's advantages into NaN.
+    if not _is_list(values):
+        raise ValueError(f"rewards: expected a list of numbers, got {type(values).__name__}")
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"rewards[{i}]: expected a finite number, got {v!r}")
+    return tuple(float(v) for v in values)

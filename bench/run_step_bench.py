@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+"""Step benchmark (issue 12 item 5): the compute of a GRPO/DAPO policy-update step on packed
+batches (dualkv) against the same step on the N-copy batch with PyTorch's FlashAttention varlen
+(flash_ncopy, padding-free as veRL runs it) and on the packed batch with FlexAttention
+(flex_packed). Random weights; ragged responses.
+
+    python3 bench/run_step_bench.py                                     # 1 GPU, the issue's grid
+    torchrun --nproc-per-node 2 bench/run_step_bench.py                 # 2 GPUs, FSDP2
+    python3 bench/run_step_bench.py --device cpu --model tiny-qwen3 --prompt-lengths 32 \\
+        --responses 2 3 --response-length 3 9 --max-fit 8               # the code path on a CPU
+
+A step, per rank: --groups prompt groups of N responses in micro-batches of --micro-batch
+responses (default N); old log-probs (forward only), then per micro-batch log-probs, DAPO loss
+and backward, gradients accumulated (FSDP2 syncs on the last). Model in --dtype for parameters
+and gradients alike (no fp32 master copy, no optimizer step: both are the same for every method
+and would not fit Qwen3-8B on one GPU), activation checkpointing on, FSDP2 over all ranks.
+Reported per (P, N, method): median step time over --repeats after --warmup steps (FlexAttention
+compiles then), tokens/s (packed and N-copy), peak memory (max over ranks), MFU honest
+(deduplicated FLOPs) and effective (N-copy FLOPs) per GPU (bench/step_workload.py), and the
+largest micro-batch in responses that fits (doubling from 1 up to --max-fit, one process only: an
+out-of-memory on one rank would leave the others waiting in a collective). A method that runs out
+of memory at --micro-batch is timed at the largest size that fit. Each method's old log-probs on
+the first configuration are compared with dualkv's (max absolute difference, reported, no gate).
+Writes step_bench.json, step_bench.txt and, with matplotlib, step_bench.png under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import pathlib
+import platform
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import FSDPModule
+from transformers import AutoModelForCausalLM, Qwen3Config
+
+import dualkv.transformers  # noqa: F401  (registers "dualkv")
+from dualkv import losses
+from dualkv.training import PackedPolicy, init_parallelism, shard_policy, synthetic_rollouts
+from dualkv.training.models import MODEL_CONFIGS
+from dualkv.training.parallel import init_distributed
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import step_workload as work  # noqa: E402
+
+METHODS = ("dualkv", "flash_ncopy", "flex_packed")
+GIB = 2**30
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = _parse(argv)
+    device = init_distributed(args.device)
+    parallel = init_parallelism(1, device)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    methods = [m for m in METHODS if m in _usable_methods(args.methods, device)]  # dualkv first
+    policy, config = _build_policy(args, device, parallel)
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
+    peak = args.peak_tflops * 1e12 if args.peak_tflops else work.peak_flops(device_name)
+    if peak is None and rank == 0:
+        print(f"MFU not reported: peak FLOP/s of {device_name!r} unknown (pass --peak-tflops)", flush=True)
+    entries, reference_logprobs = [], None
+    for p in args.prompt_lengths:
+        for n in args.responses:
+            # Each rank its own groups (seed by rank), all of the same P and N: equal micro-batch counts.
+            groups = synthetic_rollouts(args.groups, n, p, tuple(args.response_length), config.vocab_size,
+                                        seed=args.seed * 1000 + rank)
+            counts = _global_counts(groups, device)
+            entry = {"P": p, "N": n, **counts, "methods": {}}
+            for method in methods:
+                result = _run_method(method, policy, groups, args.micro_batch or n, args, device, world)
+                if (p, n) == (args.prompt_lengths[0], args.responses[0]) and "logprobs" in result:
+                    if method == "dualkv":  # first in METHODS order, so the others find it
+                        reference_logprobs = result["logprobs"]
+                    if reference_logprobs:
+                        result["logprob_max_abs_diff_vs_dualkv"] = _max_difference(
+                            result["logprobs"], reference_logprobs
+                        )
+                result.pop("logprobs", None)
+                _add_rates(result, counts, config, peak, world)
+                entry["methods"][method] = result
+            entries.append(entry)
+            if rank == 0:
+                print(_format(entry), flush=True)
+    report = {
+        "device": device_name, "world_size": world, "torch": torch.__version__, "model": args.model,
+        "num_hidden_layers": config.num_hidden_layers, "dtype": args.dtype, "groups_per_rank": args.groups,
+        "response_length": args.response_length, "peak_flops_per_gpu": peak,
+        "skipped_methods": _skipped(args.methods, device), "entries": entries,
+    }
+    if rank == 0:
+        _write(report, pathlib.Path(args.out))
+    dist.destroy_process_group()
+    return report
+
+
+def _usable_methods(requested: list[str], device: torch.device) -> list[str]:
+    for method, reason in _skipped(requested, device).items():
+        if dist.get_rank() == 0:
+            print(f"{method}: skipped, {reason}", flush=True)
+    return [m for m in requested if m not in _skipped(requested, device)]
+
+
+def _skipped(requested: list[str], device: torch.device) -> dict:
+    if device.type == "cuda":
+        return {}
+    reasons = {"flash_ncopy": "PyTorch's FlashAttention varlen kernel runs on CUDA only",
+               "flex_packed": "FlexAttention's compiled kernels are benchmarked on CUDA only"}
+    return {m: reasons[m] for m in requested if m in reasons}
+
+
+def _build_policy(args, device, parallel):
+    settings = {**MODEL_CONFIGS[args.model], **({"num_hidden_layers": args.layers} if args.layers else {})}
+    config = Qwen3Config(**settings)
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
+    torch.manual_seed(args.seed)
+    with torch.device(device):  # built where it runs: Qwen3-8B's init on a CPU takes minutes
+        lm = AutoModelForCausalLM.from_config(config, attn_implementation="dualkv", dtype=dtype)
+    policy = shard_policy(PackedPolicy(lm).train(), parallel, param_dtype=None, activation_checkpointing=True)
+    return policy, config
+
+
+def _run_method(method, policy, groups, micro_batch, args, device, world) -> dict:
+    """The method's largest fitting micro-batch (one process), then its timed step."""
+    attention = {"dualkv": "dualkv"}.get(method)
+    if attention is None:
+        import step_attention  # registers the baselines; needs a GPU to run
+
+        attention = {"flash_ncopy": step_attention.FLASH_NCOPY, "flex_packed": step_attention.FLEX_PACKED}[method]
+    policy.lm.set_attn_implementation(attention)
+    split = work.ncopy_micro_batches if method == "flash_ncopy" else work.packed_micro_batches
+    result = {}
+    if world == 1:
+        result["largest_micro_batch"] = _largest_fit(policy, split, groups, args, device)
+    size = micro_batch
+    if world == 1 and result["largest_micro_batch"] < micro_batch:
+        size = result["largest_micro_batch"]
+    if size == 0:
+        return {**result, "status": "OOM at a micro-batch of 1 response"}
+    micro_batches = [(b.to(device), ids) for b, ids in split(groups, size)]
+    advantages = _advantages(groups, device)
+    try:
+        for _ in range(args.warmup):
+            _step(policy, micro_batches, advantages)
+        _synchronize(device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        times, logprobs = [], None
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            logprobs = _step(policy, micro_batches, advantages)
+            _synchronize(device)
+            times.append(time.perf_counter() - start)
+    except torch.OutOfMemoryError:
+        if world > 1:
+            # Another rank may already wait in an FSDP collective: fail the whole run (torchrun
+            # stops every rank) rather than hang. The 1-GPU run's largest_micro_batch says what fits.
+            print(f"{method}: out of memory at a micro-batch of {size} responses; rerun with --methods {method} "
+                  "--micro-batch SMALLER", file=sys.stderr, flush=True)
+            raise
+        _recover(policy, device)
+        return {**result, "status": f"OOM at a micro-batch of {size} responses"}
+    seconds = _max_over_ranks(statistics.median(times), device)
+    peak = _max_over_ranks(torch.cuda.max_memory_allocated(device) / GIB, device) if device.type == "cuda" else None
+    return {**result, "status": "ok", "micro_batch": size, "micro_steps": len(micro_batches), "step_s": seconds,
+            "step_s_all": times, "peak_memory_gib": peak, "logprobs": logprobs}
+
+
+def _step(policy, micro_batches, advantages: dict) -> dict:
+    """One step's compute (see the module doc); returns each response's old log-probs, detached."""
+    with torch.no_grad():
+        old = [policy(batch)[0] for batch, _ in micro_batches]
+    for index, (batch, ids) in enumerate(micro_batches):
+        if isinstance(policy, FSDPModule):
+            policy.set_requires_gradient_sync(index == len(micro_batches) - 1)
+        logprobs, _ = policy(batch)
+        loss = losses.policy_loss(
+            logprobs, old[index], torch.stack([advantages[i] for i in ids]), batch.response_mask,
+            clip_low=0.2, clip_high=0.28, aggregation="token-mean",
+        )
+        (loss / len(micro_batches)).backward()
+    policy.zero_grad(set_to_none=True)
+    return {
+        rid: row[mask]
+        for (batch, ids), rows in zip(micro_batches, old)
+        for rid, row, mask in zip(ids, rows, batch.response_mask)
+    }
+
+
+def _largest_fit(policy, split, groups, args, device) -> int:
+    """Doubling from 1 response: the largest micro-batch whose one micro-step (old log-probs,
+    forward, backward) runs, up to --max-fit; 0 when even one response does not fit."""
+    pool = synthetic_rollouts(
+        -(-args.max_fit // len(groups[0].responses)), len(groups[0].responses), len(groups[0].prompt),
+        tuple(args.response_length), policy.lm.config.vocab_size, seed=args.seed + 1,
+    )
+    largest, size = 0, 1
+    while size <= args.max_fit:
+        needed = pool[: -(-size // len(pool[0].responses))]  # just the groups one micro-batch takes
+        batch = [(b.to(device), ids) for b, ids in split(needed, size)[:1]]
+        try:
+            _step(policy, batch, _advantages(pool, device))
+            _synchronize(device)
+        except torch.OutOfMemoryError:
+            _recover(policy, device)
+            break
+        largest, size = size, size * 2
+        del batch
+        _free(device)
+    return largest
+
+
+def _advantages(groups, device) -> dict:
+    """GRPO's group-normalised advantage of every response, by (group, response)."""
+    rewards = torch.tensor([r for g in groups for r in g.rewards])
+    group_of = torch.repeat_interleave(torch.arange(len(groups)), torch.tensor([len(g.rewards) for g in groups]))
+    flat = losses.group_advantages(rewards, group_of).to(device)
+    ids = [(g, i) for g, group in enumerate(groups) for i in range(len(group.responses))]
+    return dict(zip(ids, flat))
+
+
+def _recover(policy, device) -> None:
+    """After an out-of-memory error: drop gradients, reshard what FSDP had gathered, free memory."""
+    policy.zero_grad(set_to_none=True)
+    for module in policy.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
+    _free(device)
+
+
+def _free(device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _synchronize(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _max_over_ranks(value: float, device) -> float:
+    tensor = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return float(tensor)
+
+
+def _global_counts(groups, device) -> dict:
+    """batch_counts summed over ranks: the whole step's batch."""
+    counts = work.batch_counts(groups)
+    tensor = torch.tensor(list(counts.values()), dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return {key: int(value) for key, value in zip(counts, tensor.tolist())}
+
+
+def _max_difference(a: dict, b: dict) -> float:
+    return max(float((a[key].float() - b[key].float()).abs().max()) for key in b)
+
+
+def _add_rates(result: dict, counts: dict, config, peak: float | None, world: int) -> None:
+    if result.get("status") != "ok":
+        return
+    seconds = result["step_s"]
+    result["packed_tokens_per_s"] = counts["packed_tokens"] / seconds
+    result["ncopy_tokens_per_s"] = counts["ncopy_tokens"] / seconds
+    if peak is not None:
+        honest = work.step_flops(config, counts["packed_tokens"], counts["packed_pairs"], counts["scored_tokens"])
+        effective = work.step_flops(config, counts["ncopy_tokens"], counts["ncopy_pairs"], counts["scored_tokens"])
+        result["mfu_honest"] = honest / seconds / (peak * world)
+        result["mfu_effective"] = effective / seconds / (peak * world)
+
+
+HEADER = (f"{'P':>6} {'N':>3} {'method':>11} {'step s':>8} {'N-copy tok/s':>12} {'peak GiB':>8} "
+          f"{'MFU hon.':>8} {'MFU eff.':>8} {'micro':>5} {'fits':>5}  status")
+
+
+def _format(entry: dict) -> str:
+    lines = []
+    for method, r in entry["methods"].items():
+        def cell(key, spec, width):
+            value = r.get(key)
+            return f"{value:{spec}}" if value is not None else f"{'-':>{width}}"
+
+        lines.append(
+            f"{entry['P']:>6} {entry['N']:>3} {method:>11} {cell('step_s', '8.3f', 8)} "
+            f"{cell('ncopy_tokens_per_s', '12.0f', 12)} {cell('peak_memory_gib', '8.1f', 8)} "
+            f"{cell('mfu_honest', '8.1%', 8)} {cell('mfu_effective', '8.1%', 8)} {cell('micro_batch', '5d', 5)} "
+            f"{cell('largest_micro_batch', '5d', 5)}  {r['status']}"
+        )
+    return "\n".join(lines)
+
+
+def _write(report: dict, out: pathlib.Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "step_bench.json").write_text(json.dumps(report, indent=1))
+    table = "\n".join([HEADER, *(_format(e) for e in report["entries"])])
+    (out / "step_bench.txt").write_text(table + "\n")
+    try:
+        import matplotlib
+    except ImportError:
+        print("step_bench.png not written: matplotlib is not installed (pip install matplotlib)", flush=True)
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    labels = [f"P={e['P'] // 1024 if e['P'] >= 1024 else e['P']}{'K' if e['P'] >= 1024 else ''} N={e['N']}"
+              for e in report["entries"]]
+    methods = list(report["entries"][0]["methods"]) if report["entries"] else []
+    width = 0.8 / max(len(methods), 1)
+    for k, method in enumerate(methods):
+        rates = [e["methods"][method].get("ncopy_tokens_per_s", 0.0) for e in report["entries"]]
+        axis.bar([x + k * width for x in range(len(labels))], rates, width, label=method)
+    axis.set_xticks([x + width * (len(methods) - 1) / 2 for x in range(len(labels))], labels, rotation=30)
+    axis.set_ylabel("N-copy tokens per second (0: did not run)")
+    axis.set_title(f"policy-update step, {report['model']}, {report['world_size']} x {report['device']}")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(out / "step_bench.png", dpi=120)
+    plt.close(figure)
+
+
+def _parse(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="qwen3-8b", choices=sorted(MODEL_CONFIGS), help="random weights")
+    parser.add_argument("--layers", type=int, help="override the model's number of decoder layers")
+    parser.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when usable")
+    parser.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
+    parser.add_argument("--prompt-lengths", type=int, nargs="+", default=[8192, 16384], metavar="P")
+    parser.add_argument("--responses", type=int, nargs="+", default=[8, 16, 32], metavar="N")
+    parser.add_argument("--response-length", type=int, nargs=2, default=[131, 2048], metavar=("MIN", "MAX"))
+    parser.add_argument("--groups", type=int, default=1, help="prompt groups per rank and step (default 1)")
+    parser.add_argument("--micro-batch", type=int, help="responses per micro-batch (default N: one group)")
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-fit", type=int, default=256, help="largest micro-batch tried (responses)")
+    parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak (default: by its name)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="build/step-bench", help="folder for the JSON, table and plot")
+    args = parser.parse_args(argv)
+    for name in ("groups", "repeats", "max_fit", "layers", "micro_batch"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')}: must be >= 1, got {value}")
+    if min(args.prompt_lengths) < 1 or min(args.responses) < 1:
+        parser.error("--prompt-lengths and --responses: every value must be >= 1")
+    if not 1 <= args.response_length[0] <= args.response_length[1]:
+        parser.error(f"--response-length: expected 1 <= MIN <= MAX, got {args.response_length}")
+    if args.warmup < 0:
+        parser.error(f"--warmup: must be >= 0, got {args.warmup}")
+    return args
+
+
+if __name__ == "__main__":
+    main()
