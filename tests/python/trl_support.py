@@ -60,6 +60,7 @@ def trainer_pair(tmp_path, config_overrides: dict | None = None, prompts: list[s
         max_completion_length=6,
         learning_rate=1e-2,
         beta=0.04,
+        temperature=0.7,  # not 1: the packed head must divide by the same temperature
         use_cpu=True,
         bf16=False,
         fp16=False,
