@@ -145,6 +145,21 @@ def test_loss_and_gradients_equal_plain_trainer(trainers, batch, loss_type, monk
         torch.testing.assert_close(grads[name], expected, rtol=1e-4, atol=1e-7, msg=lambda m: f"{name}: {m}")
 
 
+def test_bf16_mixed_precision_within_the_plain_trainers_error(trainers, tmp_path):
+    """bf16 autocast over fp32 weights (TRL's bf16=True): the packed scoring's error against the
+    fp32 result is at most twice the plain trainer's own bf16 error (the repository's bf16 rule)."""
+    reference, _ = trainers
+    plain, packed = trainer_pair(tmp_path, {"bf16": True})
+    input_ids, attention_mask, keep = scoring_inputs(BATCHES["shuffled"])
+    with torch.no_grad():
+        exact = reference._get_per_token_logps_and_entropies(reference.model, input_ids, attention_mask, keep)[0]
+        plain_bf16 = plain._get_per_token_logps_and_entropies(plain.model, input_ids, attention_mask, keep)[0]
+        packed_bf16 = packed._get_per_token_logps_and_entropies(packed.model, input_ids, attention_mask, keep)[0]
+    plain_error = (plain_bf16 - exact).abs().max()
+    assert plain_error > 0, "autocast did not engage; the test would compare fp32 with fp32"
+    assert (packed_bf16 - exact).abs().max() <= 2 * plain_error
+
+
 def test_nothing_to_score_still_reaches_the_parameters(trainers):
     """Every completion empty or truncated: zero log-probs, and backward gives zero gradients
     (not an error), as in the plain trainer."""
