@@ -55,10 +55,12 @@ def install_packed_scoring(model: PreTrainedModel, *, temperature: float = 1.0, 
             if use_cache is not None:
                 kwargs["use_cache"] = use_cache
             return previous_forward(*args, **kwargs)
-        if args or kwargs or use_cache:
+        # None-valued keywords are what wrappers (PEFT) fill in for arguments nobody passed.
+        given = sorted(name for name, value in kwargs.items() if value is not None) + (["use_cache"] if use_cache else [])
+        if args or given:
             raise ValueError(
                 f"dualkv_packed: a packed scoring call takes no other arguments (use_cache only False), got "
-                f"{len(args)} positional and {sorted(kwargs) + (['use_cache'] if use_cache else [])}"
+                f"{len(args)} positional and {given}"
             )
         chosen = temperature if dualkv_temperature is None else float(dualkv_temperature)
         return _score(self, dualkv_packed, chosen, fp32_lm_head)
