@@ -10,6 +10,7 @@ pytest.importorskip("verl", reason="the veRL integration tests need verl (see do
 
 import torch.distributed as dist  # noqa: E402
 from trl_support import tiny_qwen3  # noqa: E402
+from verl.workers.engine.fsdp import transformer_impl  # noqa: E402
 from verl.workers.utils.padding import no_padding_2_padding  # noqa: E402
 from verl_support import actor_config, engine_pair, loss_function, rollout_batch, run_on_cpu  # noqa: E402
 
@@ -123,3 +124,54 @@ def test_engine_is_registered_for_this_platform():
     for backend in ("fsdp", "fsdp2"):
         assert EngineRegistry.get_engine_cls("language_model", backend) is plugin.DualKVFSDPEngineWithLMHead
     plugin.register()  # idempotent
+
+
+def _sequence_parallel_body(rank, world, batch):
+    """On each of `world` ranks of one Ulysses group (one data-parallel replica, as veRL holds
+    them): the dualkv engine, sequence-parallel, against veRL's padding-free path unsharded."""
+    from verl.utils.ulysses import set_ulysses_sequence_parallel_group
+
+    from dualkv.distributed import SequenceShard
+
+    transformer_impl.get_device_id = lambda: "cpu"
+    transformer_impl.get_device_name = lambda: "cpu"
+    own_groups = [dist.new_group([r]) for r in range(world)]  # the data-parallel group of each rank
+    set_ulysses_sequence_parallel_group(dist.group.WORLD)
+    plain, packed = engine_pair(tiny_qwen3(0))
+    packed.use_ulysses_sp, packed.ulysses_sequence_parallel_size = True, world
+    for engine in (plain, packed):
+        engine.get_data_parallel_group = lambda: own_groups[rank]
+    shards = []
+    forward = packed.module.forward
+
+    def spy(*args, dualkv_packed=None, **kwargs):
+        shards.append(dualkv_packed)
+        return forward(*args, dualkv_packed=dualkv_packed, **kwargs)
+
+    packed.module.forward = spy
+    rows, micro_batch_size = BATCHES[batch]
+    data = rollout_batch(rows, torch.Generator().manual_seed(5), micro_batch_size)
+    config = actor_config()
+    outputs = []
+    for engine in (plain, packed):
+        scores = engine.forward_backward_batch(data, None, forward_only=True)["model_output"]
+        update = engine.forward_backward_batch(data, loss_function(config), forward_only=False)
+        outputs.append((scores, torch.tensor(update["loss"])))
+    assert shards and all(isinstance(s, SequenceShard) and s.local_tokens < s.packed.num_tokens for s in shards)
+    for key in ("log_probs", "entropy"):
+        expected, got = (no_padding_2_padding(scores[key], data) for scores, _ in outputs)
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6, msg=lambda m: f"rank {rank} {key}: {m}")
+    torch.testing.assert_close(outputs[1][1], outputs[0][1], rtol=1e-5, atol=1e-7)
+    # Each rank holds W times its share of the gradient; their mean is the unsharded gradient
+    # (what FSDP's average over the dp x sp ranks makes of it, as for veRL's own Ulysses path).
+    for (name, expected), sharded in zip(plain.module.named_parameters(), packed.module.parameters()):
+        mean = sharded.grad.clone()
+        dist.all_reduce(mean)
+        torch.testing.assert_close(mean / world, expected.grad, rtol=1e-4, atol=1e-7, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("batch", ["shuffled_split_groups"])
+def test_ulysses_sequence_parallel_equals_verl_unsharded(tmp_path, batch):
+    from distributed_support import run_ranks
+
+    run_ranks(2, tmp_path, _sequence_parallel_body, batch)
