@@ -20,7 +20,8 @@ def tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>")
 
 
-def tiny_qwen3(seed: int = 0, attention: str = "sdpa"):
+def tiny_qwen3(seed: int = 0, attention: str = "sdpa", head_dim: int = 8):
+    """head_dim 8 for CPU tests; the CUDA kernels need 64 or 128."""
     config = Qwen3Config(
         vocab_size=VOCAB,
         hidden_size=32,
@@ -28,7 +29,7 @@ def tiny_qwen3(seed: int = 0, attention: str = "sdpa"):
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        head_dim=8,
+        head_dim=head_dim,
         max_position_embeddings=128,
         pad_token_id=PAD,
         eos_token_id=EOS,
@@ -48,7 +49,9 @@ def length_reward(completions, **kwargs):
     return [-float(len(c.split())) for c in completions]
 
 
-def trainer_pair(tmp_path, config_overrides: dict | None = None, prompts: list[str] | None = None, seed: int = 0):
+def trainer_pair(
+    tmp_path, config_overrides: dict | None = None, prompts: list[str] | None = None, seed: int = 0, head_dim: int = 8
+):
     """(plain GRPOTrainer, DualKVGRPOTrainer) over two copies of one tiny model."""
     from trl import GRPOConfig, GRPOTrainer
 
@@ -74,7 +77,7 @@ def trainer_pair(tmp_path, config_overrides: dict | None = None, prompts: list[s
     prompts = prompts or ["w2 w3 w4", "w5 w6", "w7 w8 w9 w10", "w11"]
     # Saved, not passed as an object: GRPOTrainer builds the reference model from the path.
     path = tmp_path / "tiny-qwen3"
-    tiny_qwen3(seed).save_pretrained(path)
+    tiny_qwen3(seed, head_dim=head_dim).save_pretrained(path)
     settings.setdefault("model_init_kwargs", {"dtype": torch.float32, "attn_implementation": "sdpa"})
     trainers = []
     for cls, name in ((GRPOTrainer, "plain"), (DualKVGRPOTrainer, "dualkv")):
