@@ -2,7 +2,6 @@
 DualKVGRPOTrainer pairs on identical weights, for the TRL integration tests."""
 
 import torch
-from datasets import Dataset
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
 
@@ -40,7 +39,9 @@ def tiny_qwen3(seed: int = 0, attention: str = "sdpa", head_dim: int = 8):
     return AutoModelForCausalLM.from_config(config, attn_implementation=attention, dtype=torch.float32)
 
 
-def prompts_dataset(prompts: list[str]) -> Dataset:
+def prompts_dataset(prompts: list[str]):
+    from datasets import Dataset  # a trl dependency: imported here so tiny_qwen3 needs only transformers
+
     return Dataset.from_dict({"prompt": prompts})
 
 
