@@ -214,6 +214,37 @@ def test_training_steps_equal_plain_trainer(tmp_path):
     torch.testing.assert_close(torch.tensor(losses[1]), torch.tensor(losses[0]), rtol=1e-4, atol=1e-6)
 
 
+def test_peft_lora_equals_plain_trainer(tmp_path):
+    """LoRA: the policy's loss and adapter gradients, and the reference log-probs GRPOTrainer takes
+    with the adapter disabled, through PEFT's wrapper around the packed scoring entry."""
+    peft = pytest.importorskip("peft")
+    from trl.trainer.utils import use_adapter
+
+    lora = peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    plain, packed = trainer_pair(tmp_path, peft_config=lora)
+    inputs = loss_inputs(BATCHES["truncated_and_empty"], torch.Generator().manual_seed(8))
+    input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    results = []
+    for trainer in (plain, packed):
+        trainer.model.train()
+        trainer.current_gradient_accumulation_steps = 1
+        loss = trainer.compute_loss(trainer.model, inputs)
+        loss.backward()
+        grads = {name: p.grad for name, p in trainer.model.named_parameters() if p.grad is not None}
+        with torch.no_grad(), use_adapter(trainer.model, adapter_name=None):
+            reference = trainer._get_per_token_logps_and_entropies(
+                trainer.model, input_ids, attention_mask, inputs["completion_ids"].shape[1]
+            )[0]
+        results.append((loss.detach(), grads, reference))
+    (expected_loss, expected_grads, expected_reference), (loss, grads, reference) = results
+    torch.testing.assert_close(loss, expected_loss, rtol=1e-5, atol=1e-7)
+    assert expected_grads and expected_grads.keys() == grads.keys()
+    for name, expected in expected_grads.items():
+        torch.testing.assert_close(grads[name], expected, rtol=1e-4, atol=1e-7, msg=lambda m: f"{name}: {m}")
+    torch.testing.assert_close(reference, expected_reference, rtol=1e-5, atol=1e-6)
+
+
 def test_multimodal_inputs_are_refused(trainers):
     _, packed = trainers
     input_ids, attention_mask, keep = scoring_inputs(BATCHES["shuffled"])

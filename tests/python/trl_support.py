@@ -51,7 +51,12 @@ def length_reward(completions, **kwargs):
 
 
 def trainer_pair(
-    tmp_path, config_overrides: dict | None = None, prompts: list[str] | None = None, seed: int = 0, head_dim: int = 8
+    tmp_path,
+    config_overrides: dict | None = None,
+    prompts: list[str] | None = None,
+    seed: int = 0,
+    head_dim: int = 8,
+    **trainer_kwargs,
 ):
     """(plain GRPOTrainer, DualKVGRPOTrainer) over two copies of one tiny model."""
     from trl import GRPOConfig, GRPOTrainer
@@ -89,6 +94,7 @@ def trainer_pair(
                 args=GRPOConfig(output_dir=str(tmp_path / name), **settings),
                 train_dataset=prompts_dataset(prompts),
                 processing_class=tokenizer(),
+                **trainer_kwargs,
             )
         )
     return tuple(trainers)
