@@ -21,7 +21,6 @@ python3 -m verl.trainer.main_ppo \
   data.max_response_length=256 \
   actor_rollout_ref.model.path="$model" \
   actor_rollout_ref.model.external_lib=dualkv.integrations.verl \
-  actor_rollout_ref.model.override_config.attn_implementation=sdpa \
   actor_rollout_ref.actor.strategy=fsdp2 \
   actor_rollout_ref.actor.ppo_mini_batch_size=16 \
   actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=6 \

@@ -273,3 +273,23 @@ def test_uid_with_different_prompts_is_refused():
     with pytest.raises(ValueError, match="uids: uid 'u7' maps to rows with different prompts"):
         grouping.groups_from_uids(["u7", "u7"], prompt_ids, torch.ones_like(prompt_ids))
     assert grouping.groups_from_uids(["x", "y"], prompt_ids, torch.ones_like(prompt_ids)).tolist() == [0, 1]
+
+
+def test_example_script_runs(tmp_path):
+    """examples/trl_grpo_dualkv.py as a user runs it (tiny random Qwen3, offline, one step)."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, str(root / "examples" / "trl_grpo_dualkv.py"), "--steps", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "loss per step: [" in result.stdout

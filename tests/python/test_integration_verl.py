@@ -175,3 +175,28 @@ def test_ulysses_sequence_parallel_equals_verl_unsharded(tmp_path, batch):
     from distributed_support import run_ranks
 
     run_ranks(2, tmp_path, _sequence_parallel_body, batch)
+
+
+def test_example_overrides_are_keys_of_verls_config():
+    """examples/verl_grpo_dualkv.sh is not run here (GPUs, vLLM); its overrides are at least keys
+    of veRL's own trainer config ("+key" would add a new one; the example has none)."""
+    import pathlib
+    import re
+
+    import verl
+    from omegaconf import OmegaConf
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    config = OmegaConf.load(pathlib.Path(verl.__file__).parent / "trainer" / "config" / "_generated_ppo_trainer.yaml")
+    keys = re.findall(r"^\s+([+\w.]+)=", (root / "examples" / "verl_grpo_dualkv.sh").read_text(), flags=re.MULTILINE)
+    assert "actor_rollout_ref.model.external_lib" in keys
+    unknown = []
+    for key in keys:
+        node = config
+        for part in key.split("."):
+            # A mandatory value ("???") reads as absent to `in`: look at the keys themselves.
+            if not OmegaConf.is_config(node) or part not in list(node.keys()):
+                unknown.append(key)
+                break
+            node = node._get_node(part)
+    assert not unknown, f"not keys of veRL's config: {unknown}"
