@@ -40,7 +40,9 @@ def process_group(tmp_path_factory):
     if dist.is_initialized():
         yield
         return
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path_factory.mktemp('gloo') / 'store'}", rank=0, world_size=1)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path_factory.mktemp('gloo') / 'store'}", rank=0, world_size=1
+    )
     yield
     dist.destroy_process_group()
 

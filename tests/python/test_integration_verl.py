@@ -118,8 +118,9 @@ def test_uid_with_different_prompts_is_an_error(engines):
 
 
 def test_engine_is_registered_for_this_platform():
-    import dualkv.integrations.verl as plugin
     from verl.workers.engine.base import EngineRegistry
+
+    import dualkv.integrations.verl as plugin
 
     for backend in ("fsdp", "fsdp2"):
         assert EngineRegistry.get_engine_cls("language_model", backend) is plugin.DualKVFSDPEngineWithLMHead

@@ -28,7 +28,13 @@ __all__ = ["install_packed_scoring"]
 
 # Config attributes that change the logits after the LM head's matmul (transformers' names);
 # dualkv's chunked head computes hidden @ W^T / temperature and nothing else.
-_LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
+_LOGIT_TRANSFORMS = (
+    "final_logit_softcapping",
+    "logit_scale",
+    "output_multiplier",
+    "lm_head_multiplier",
+    "logits_scaling",
+)
 
 
 def install_packed_scoring(model: PreTrainedModel, *, temperature: float = 1.0, fp32_lm_head: bool = False) -> None:
@@ -56,7 +62,9 @@ def install_packed_scoring(model: PreTrainedModel, *, temperature: float = 1.0, 
                 kwargs["use_cache"] = use_cache
             return previous_forward(*args, **kwargs)
         # None-valued keywords are what wrappers (PEFT) fill in for arguments nobody passed.
-        given = sorted(name for name, value in kwargs.items() if value is not None) + (["use_cache"] if use_cache else [])
+        given = sorted(name for name, value in kwargs.items() if value is not None) + (
+            ["use_cache"] if use_cache else []
+        )
         if args or given:
             raise ValueError(
                 f"dualkv_packed: a packed scoring call takes no other arguments (use_cache only False), got "
@@ -75,9 +83,12 @@ def _score(model: PreTrainedModel, batch: PackedBatch | SequenceShard, temperatu
     if isinstance(batch, SequenceShard):
         inputs = batch.model_inputs()
     elif isinstance(batch, PackedBatch):
-        inputs = dict(
-            input_ids=batch.input_ids, position_ids=batch.position_ids, dualkv_layout=batch.layout, use_cache=False
-        )
+        inputs = {
+            "input_ids": batch.input_ids,
+            "position_ids": batch.position_ids,
+            "dualkv_layout": batch.layout,
+            "use_cache": False,
+        }
     else:
         raise TypeError(f"dualkv_packed: expected a dualkv.PackedBatch or SequenceShard, got {type(batch).__name__}")
     with packed_forward():
@@ -101,7 +112,7 @@ def _score(model: PreTrainedModel, batch: PackedBatch | SequenceShard, temperatu
 def _check_lm_head(model: PreTrainedModel) -> None:
     head = model.get_output_embeddings()
     if not isinstance(head, torch.nn.Linear):
-        raise ValueError(f"model: expected a torch.nn.Linear LM head, got {type(head).__name__}")
+        raise TypeError(f"model: expected a torch.nn.Linear LM head, got {type(head).__name__}")
     if head.bias is not None:
         raise ValueError("model: its LM head has a bias, which dualkv's chunked log-prob head does not add")
     config = model.config.get_text_config()

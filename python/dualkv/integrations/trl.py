@@ -75,7 +75,9 @@ class DualKVGRPOTrainer(trl.GRPOTrainer):
         rows of one forward pass: here packed forwards of at most batch_size * L tokens."""
         given = sorted(name for name, value in multimodal.items() if value is not None)
         if given:
-            raise ValueError(f"{given[0]}: DualKVGRPOTrainer packs text-only batches; multimodal inputs are not supported")
+            raise ValueError(
+                f"{given[0]}: DualKVGRPOTrainer packs text-only batches; multimodal inputs are not supported"
+            )
         if compute_aux_loss:
             raise ValueError("compute_aux_loss: the MoE load-balancing loss is not supported on packed batches")
         num_rows, width = input_ids.shape
@@ -100,13 +102,18 @@ class DualKVGRPOTrainer(trl.GRPOTrainer):
         for chunk in _chunks(group_ids, prompt_lengths, response_lengths, max_tokens):
             chunk_rows = rows[chunk.to(rows.device)]
             packed, row_map = pack_rows(
-                input_ids[chunk_rows], attention_mask[chunk_rows], group_ids[chunk], prompt_lengths=prompt_lengths[chunk]
+                input_ids[chunk_rows],
+                attention_mask[chunk_rows],
+                group_ids[chunk],
+                prompt_lengths=prompt_lengths[chunk],
             )
             with self.accelerator.autocast():
                 chunk_logps, chunk_entropies = model(dualkv_packed=packed)
             logps = logps.index_put((chunk_rows,), unpack_to_rows(chunk_logps, row_map)[:, prompt_width:])
             if compute_entropy:
-                entropies = entropies.index_put((chunk_rows,), unpack_to_rows(chunk_entropies, row_map)[:, prompt_width:])
+                entropies = entropies.index_put(
+                    (chunk_rows,), unpack_to_rows(chunk_entropies, row_map)[:, prompt_width:]
+                )
         return logps, entropies, None
 
 
@@ -136,5 +143,7 @@ def _transformers_model(model) -> PreTrainedModel:
     get_base_model = getattr(model, "get_base_model", None)
     model = get_base_model() if callable(get_base_model) and not isinstance(model, PreTrainedModel) else model
     if not isinstance(model, PreTrainedModel):
-        raise TypeError(f"model: expected a transformers PreTrainedModel (or a PEFT model of one), got {type(model).__name__}")
+        raise TypeError(
+            f"model: expected a transformers PreTrainedModel (or a PEFT model of one), got {type(model).__name__}"
+        )
     return model

@@ -86,7 +86,7 @@ def _prompt_lengths(micro_batch) -> torch.Tensor:
 
 
 def _uids(micro_batch, num_rows: int) -> list | None:
-    if "uid" not in micro_batch.keys():
+    if "uid" not in micro_batch:
         return None
     uids = list(micro_batch["uid"])  # a NonTensorStack, one value per row
     if len(uids) != num_rows:
