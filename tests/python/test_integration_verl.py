@@ -201,3 +201,16 @@ def test_example_overrides_are_keys_of_verls_config():
                 break
             node = node._get_node(part)
     assert not unknown, f"not keys of veRL's config: {unknown}"
+
+
+def test_loss_on_prompt_tokens_is_refused(engines):
+    """A jagged loss mask over whole rows (veRL's SFT layout) marking prompt tokens would read
+    log-probs the packed path leaves at 0."""
+    _, packed = engines
+    rows, micro_batch_size = BATCHES["ragged_n"]
+    data = rollout_batch(rows, torch.Generator().manual_seed(6), micro_batch_size)
+    data["loss_mask"] = torch.nested.nested_tensor_from_jagged(
+        torch.ones_like(data["input_ids"].values()), offsets=data["input_ids"].offsets()
+    )
+    with pytest.raises(ValueError, match="loss_mask: marks prompt tokens"):
+        packed.forward_backward_batch(data, None, forward_only=True)

@@ -48,6 +48,7 @@ def pack_micro_batch(micro_batch) -> PackedMicroBatch:
     if bool((prompt_lengths < 1).any()) or bool((prompt_lengths > lengths).any()):
         raise ValueError("attention_mask: every row needs a prompt of >= 1 token within its real tokens")
     num_rows = lengths.numel()
+    _check_loss_mask(micro_batch, prompt_lengths)
     rows = torch.nested.to_padded_tensor(input_ids, padding=0, output_size=(num_rows, int(lengths.max())))
     real = torch.arange(rows.shape[1], device=rows.device)[None, :] < lengths[:, None]
     scored_rows = (lengths > prompt_lengths).nonzero().squeeze(1)
@@ -83,6 +84,25 @@ def _prompt_lengths(micro_batch) -> torch.Tensor:
     if prompts.is_nested:
         return prompts.offsets().diff()
     return micro_batch["attention_mask"][:, : prompts.shape[1]].sum(dim=1)
+
+
+def _check_loss_mask(micro_batch, prompt_lengths: torch.Tensor) -> None:
+    """RL batches carry a response-only loss mask (padded, or jagged over the responses). A jagged
+    one over whole rows (veRL's SFT layout) that marks prompt tokens would read log-probs this
+    path leaves at 0: refuse it."""
+    loss_mask = micro_batch.get("loss_mask", None)
+    if loss_mask is None or not loss_mask.is_nested:
+        return
+    lengths = loss_mask.offsets().diff()
+    if not torch.equal(lengths, micro_batch["input_ids"].offsets().diff().to(lengths.device)):
+        return  # jagged over the responses only (veRL's TransferQueue trainer): nothing on prompts
+    mask = torch.nested.to_padded_tensor(loss_mask, padding=0, output_size=(lengths.numel(), int(lengths.max())))
+    columns = torch.arange(mask.shape[1], device=mask.device)[None, :]
+    prompt_tokens = (columns >= 1) & (columns < prompt_lengths.to(mask.device)[:, None])  # token 0 is never scored
+    if bool((mask.bool() & prompt_tokens).any()):
+        raise ValueError(
+            "loss_mask: marks prompt tokens; the dualkv engine scores response tokens only (log-probs elsewhere are 0)"
+        )
 
 
 def _uids(micro_batch, num_rows: int) -> list | None:
