@@ -189,8 +189,10 @@ class Step:
             self.hidden = problem.hidden.detach().clone().requires_grad_()
             self.grad_output = problem.grad_output
             positions = problem.layout.position_ids[None]
+            # dualkv checks that the rotary embeddings used the layout's positions, so its layer
+            # receives them as a model's forward would pass them.
             self.kwargs = (
-                {"dualkv_layout": problem.layout}
+                {"dualkv_layout": problem.layout, "position_ids": positions}
                 if method == "dualkv"
                 else {"flex_block_mask": build_flex_block_mask(problem.layout)}
             )
