@@ -35,7 +35,6 @@
 #pragma once
 
 #include <cutlass/arch/barrier.h>
-#include <cutlass/arch/reg_reconfig.h>
 
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/tensor.hpp>
@@ -47,6 +46,7 @@
 #include "cuda/sm90/backward/launch.h"
 #include "cuda/sm90/common/fragments.cuh"
 #include "cuda/sm90/common/tma_tile.cuh"
+#include "cuda/sm90/common/warp_specialized.cuh"
 
 namespace dualkv::detail::sm90 {
 
@@ -348,30 +348,13 @@ template <typename Config, bool kAccumulateDq>
 __global__ void __launch_bounds__(Config::kThreads, 1)
     backward_kv_kernel(const __grid_constant__ BackwardTmaParams params) {
   extern __shared__ char shared_bytes[];
-  auto& shared = *reinterpret_cast<typename Config::SharedStorage*>((reinterpret_cast<uintptr_t>(shared_bytes) + 1023) &
-                                                                    ~static_cast<uintptr_t>(1023));
-  const bool producer = cutlass::canonical_warp_group_idx() == 0;
-
-  typename Config::Pipeline::Params pipeline_params;
-  pipeline_params.transaction_bytes = Config::kQueryStageBytes;
-  pipeline_params.role =
-      producer ? Config::Pipeline::ThreadCategory::Producer : Config::Pipeline::ThreadCategory::Consumer;
-  pipeline_params.is_leader = threadIdx.x == 0;
-  pipeline_params.num_consumers = Config::kConsumerThreads;
-  typename Config::Pipeline q_pipeline(shared.q_pipeline, pipeline_params, cute::Shape<cute::_1, cute::_1, cute::_1>{});
-  typename Config::Pipeline do_pipeline(shared.do_pipeline, pipeline_params,
-                                        cute::Shape<cute::_1, cute::_1, cute::_1>{});
+  auto& shared = aligned_shared_storage<Config>(shared_bytes);
+  auto q_pipeline = make_tma_pipeline<Config>(shared.q_pipeline, Config::kQueryStageBytes);
+  auto do_pipeline = make_tma_pipeline<Config>(shared.do_pipeline, Config::kQueryStageBytes);
   if (threadIdx.x == 0) cutlass::arch::ClusterTransactionBarrier::init(&shared.kv_full, 1);
-  cutlass::arch::fence_barrier_init();
-  __syncthreads();
-
-  if (producer) {
-    cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegisters>();
-    if (threadIdx.x == 0) produce_backward<Config>(params, shared, q_pipeline, do_pipeline);
-  } else {
-    cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegisters>();
-    consume_backward<Config, kAccumulateDq>(params, shared, q_pipeline, do_pipeline);
-  }
+  run_warp_specialized<Config>(
+      [&] { produce_backward<Config>(params, shared, q_pipeline, do_pipeline); },
+      [&] { consume_backward<Config, kAccumulateDq>(params, shared, q_pipeline, do_pipeline); });
 }
 
 }  // namespace dualkv::detail::sm90

@@ -26,7 +26,6 @@
 #pragma once
 
 #include <cutlass/arch/barrier.h>
-#include <cutlass/arch/reg_reconfig.h>
 
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/tensor.hpp>
@@ -35,6 +34,7 @@
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/sm90/common/fragments.cuh"
 #include "cuda/sm90/common/tma_tile.cuh"
+#include "cuda/sm90/common/warp_specialized.cuh"
 #include "cuda/sm90/forward/config.cuh"
 #include "cuda/sm90/forward/launch.h"
 
@@ -251,33 +251,15 @@ __device__ void consume(const ForwardKernelParams& p, typename Config::SharedSto
 template <typename Config>
 __global__ void __launch_bounds__(Config::kThreads, 1) forward_kernel(const __grid_constant__ ForwardKernelParams p) {
   extern __shared__ char shared_bytes[];
-  auto& shared = *reinterpret_cast<typename Config::SharedStorage*>((reinterpret_cast<uintptr_t>(shared_bytes) + 1023) &
-                                                                    ~static_cast<uintptr_t>(1023));
-  const int warpgroup = cutlass::canonical_warp_group_idx();
-  const bool producer = warpgroup == 0;
-
-  typename Config::Pipeline::Params pipeline_params;
-  pipeline_params.transaction_bytes = Config::kKeyBlockBytes;
-  pipeline_params.role =
-      producer ? Config::Pipeline::ThreadCategory::Producer : Config::Pipeline::ThreadCategory::Consumer;
-  pipeline_params.is_leader = threadIdx.x == 0;
-  pipeline_params.num_consumers = Config::kConsumerThreads;
-  typename Config::Pipeline k_pipeline(shared.k_pipeline, pipeline_params, cute::Shape<cute::_1, cute::_1, cute::_1>{});
-  typename Config::Pipeline v_pipeline(shared.v_pipeline, pipeline_params, cute::Shape<cute::_1, cute::_1, cute::_1>{});
+  auto& shared = aligned_shared_storage<Config>(shared_bytes);
+  auto k_pipeline = make_tma_pipeline<Config>(shared.k_pipeline, Config::kKeyBlockBytes);
+  auto v_pipeline = make_tma_pipeline<Config>(shared.v_pipeline, Config::kKeyBlockBytes);
   if (threadIdx.x == 0) {
     cutlass::arch::ClusterTransactionBarrier::init(&shared.q_full, 1);
     cutlass::arch::ClusterBarrier::init(&shared.q_empty, Config::kConsumerThreads);
   }
-  cutlass::arch::fence_barrier_init();
-  __syncthreads();
-
-  if (producer) {
-    cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegisters>();
-    if (threadIdx.x == 0) produce<Config>(p, shared, k_pipeline, v_pipeline);
-  } else {
-    cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegisters>();
-    consume<Config>(p, shared, k_pipeline, v_pipeline);
-  }
+  run_warp_specialized<Config>([&] { produce<Config>(p, shared, k_pipeline, v_pipeline); },
+                               [&] { consume<Config>(p, shared, k_pipeline, v_pipeline); });
 }
 
 }  // namespace dualkv::detail::sm90
