@@ -13,6 +13,7 @@
 
 #include "cpu/batch_spec.h"
 #include "cpu/oracle_dense_mask.h"
+#include "cuda/common/query_walk.h"
 #include "dualkv/layout.h"
 #include "host/backward_plan.h"
 #include "host/query_plan.h"
@@ -96,6 +97,38 @@ void expect_tiles_cover_every_token_once(const std::vector<TileWork>& tiles, con
   for (size_t t = 0; t < covered.size(); ++t) EXPECT_EQ(covered[t], 1) << "token " << t;
 }
 
+// The kernels' walk of a key tile (QueryWalk, for KV head 1 of a layout with 2 query heads per KV
+// head): heads 2 and 3 in turn, each over the same query tiles, which together hold every query
+// that sees a key of the tile exactly once, and only tiles with at least one such query.
+template <typename Mask>
+void expect_walk_covers_the_tile_queries(const Layout& layout, const Mask& mask, const TileWork& tile, int64_t key_end,
+                                         int query_block) {
+  const auto sees_tile = [&](int64_t q) {
+    for (int64_t k = tile.begin; k < key_end; ++k) {
+      if (mask.visible(q, k)) return true;
+    }
+    return false;
+  };
+  const QueryWalk walk = QueryWalk::of_key_tile(layout.cu_seqlens().data(), tile, 1, 2, query_block);
+  std::vector<std::vector<int>> covered(2, std::vector<int>(mask.size(), 0));
+  for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
+    ASSERT_TRUE(step.head == 2 || step.head == 3) << "head " << step.head;
+    const int64_t end = std::min<int64_t>(step.begin + query_block, step.segment_end);
+    bool any = false;
+    for (int64_t q = step.begin; q < end; ++q) {
+      ++covered[step.head - 2][q];
+      any = any || sees_tile(q);
+    }
+    EXPECT_TRUE(any) << "key tile at " << tile.begin << ": a step at " << step.begin << " sees none of its keys";
+  }
+  for (int64_t q = 0; q < mask.size(); ++q) {
+    for (int head = 0; head < 2; ++head) {
+      if (sees_tile(q)) EXPECT_EQ(covered[head][q], 1) << "key tile at " << tile.begin << ", query " << q;
+      EXPECT_LE(covered[head][q], 1) << "key tile at " << tile.begin << ", query " << q;
+    }
+  }
+}
+
 void check_batch(const BatchSpec& batch, int key_block, int query_block) {
   const Layout layout = layout_of(batch);
   const Segments segments = segments_of(batch);
@@ -115,6 +148,7 @@ void check_batch(const BatchSpec& batch, int key_block, int query_block) {
       return false;
     });
     EXPECT_EQ(key_tile_query_rows(layout, tile, query_block), expected) << "key tile at " << tile.begin;
+    expect_walk_covers_the_tile_queries(layout, mask, tile, key_end, query_block);
     if (i > 0) {
       EXPECT_GE(key_tile_query_rows(layout, key_tiles[i - 1], query_block),
                 key_tile_query_rows(layout, tile, query_block));
