@@ -3,10 +3,8 @@
 
 #include <cuda_runtime.h>
 
-#include <string>
-
-#include "cuda/common/cuda_check.h"
 #include "cuda/common/dtype_traits.cuh"
+#include "cuda/common/launch_with_shared_memory.cuh"
 #include "cuda/sm80/backward/dq_kernel.cuh"
 #include "cuda/sm80/backward/kv_kernel.cuh"
 #include "cuda/sm80/backward/launch.h"
@@ -14,21 +12,10 @@
 
 namespace dualkv::detail::sm80 {
 
-template <typename Kernel>
-void launch_with_shared_memory(Kernel kernel, const char* name, int blocks, int threads, size_t shared_bytes,
-                               cudaStream_t stream, const BackwardKernelParams& params) {
-  if (blocks == 0) return;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
-             name);
-  kernel<<<blocks, threads, shared_bytes, stream>>>(params);
-  check_launch(name);
-}
-
 template <DType kDType, int kHeadDim, int kKeyBlock, int kQueryBlock>
 void run_backward(const BackwardKernelParams& params) {
   using Element = CudaElementT<kDType>;
   using Traits = BackwardTraits<Element, kHeadDim, kKeyBlock, kQueryBlock>;
-  using Chunks = RowChunks<Element, kHeadDim>;
   static_assert(sizeof(KvSharedStorage<Traits>) == backward_kv_shared_memory_bytes(Traits::kShape),
                 "tile_shapes.h and the KV kernel disagree on shared memory");
   static_assert(sizeof(DqSharedStorage<Traits>) == backward_dq_shared_memory_bytes(Traits::kShape),
@@ -36,17 +23,13 @@ void run_backward(const BackwardKernelParams& params) {
   auto stream = static_cast<cudaStream_t>(params.stream);
   const bool accumulate_dq = params.dq_accum != nullptr;
 
-  const int64_t rows = int64_t{params.tokens} * params.heads;
-  const auto row_blocks = static_cast<int>((rows + Chunks::kRowsPerBlock - 1) / Chunks::kRowsPerBlock);
-  backward_preprocess_kernel<Element, kHeadDim><<<row_blocks, Chunks::kThreads, 0, stream>>>(params);
-  check_launch("backward_preprocess_kernel");
+  launch_backward_preprocess<Element, kHeadDim>(params, stream);
 
   const int kv_blocks = params.num_key_tiles * params.kv_heads;
   if (accumulate_dq) {
     launch_with_shared_memory(backward_kv_kernel<Traits, true>, "backward_kv_kernel", kv_blocks, Traits::kKvThreads,
                               sizeof(KvSharedStorage<Traits>), stream, params);
-    backward_dq_convert_kernel<Element, kHeadDim><<<row_blocks, Chunks::kThreads, 0, stream>>>(params);
-    check_launch("backward_dq_convert_kernel");
+    launch_backward_dq_convert<Element, kHeadDim>(params, stream);
   } else {
     launch_with_shared_memory(backward_kv_kernel<Traits, false>, "backward_kv_kernel", kv_blocks, Traits::kKvThreads,
                               sizeof(KvSharedStorage<Traits>), stream, params);

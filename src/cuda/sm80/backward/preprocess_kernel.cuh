@@ -1,17 +1,20 @@
-// Backward pre-pass: D = rowsum(dO * O) per (query, head) in fp32, the copy of the forward's LSE
-// into D's layout when the kernel asks for one (lse_copy), and zeroing of the fp32 dQ accumulator
-// when dQ is accumulated with atomics.
+// Backward row passes, and the launchers both families' backwards run them with. Pre-pass:
+// D = rowsum(dO * O) per (query, head) in fp32, the copy of the forward's LSE into D's layout when
+// the kernel asks for one (lse_copy), and zeroing of the fp32 dQ accumulator when dQ is
+// accumulated with atomics. Post-pass (atomic mode): dq_accum converted into dq.
 //
 // Warp roles: none; each group of kHeadDim / 8 consecutive threads owns one (token, head) row,
 // 8 elements (16 bytes) per thread, reduced with shuffles. No shared memory, no pipeline.
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <cutlass/array.h>
 #include <cutlass/numeric_types.h>
 
 #include <cstdint>
 
 #include "cuda/common/backward_kernel_params.h"
+#include "cuda/common/cuda_check.h"
 
 namespace dualkv::detail::sm80 {
 
@@ -82,6 +85,28 @@ __global__ void __launch_bounds__(256) backward_dq_convert_kernel(const Backward
   for (int i = 0; i < 8; ++i) converted[i] = static_cast<Element>(values[i]);
   auto* dq = static_cast<Element*>(p.dq.data) + token * p.dq.token_stride + head * p.dq.head_stride + chunk * 8;
   *reinterpret_cast<Vector*>(dq) = converted;
+}
+
+// The two row passes as the backward launchers of both families run them, on `stream`.
+template <typename Element, int kHeadDim>
+int backward_row_blocks(const BackwardKernelParams& p) {
+  using Chunks = RowChunks<Element, kHeadDim>;
+  const int64_t rows = int64_t{p.tokens} * p.heads;
+  return static_cast<int>((rows + Chunks::kRowsPerBlock - 1) / Chunks::kRowsPerBlock);
+}
+
+template <typename Element, int kHeadDim>
+void launch_backward_preprocess(const BackwardKernelParams& p, cudaStream_t stream) {
+  backward_preprocess_kernel<Element, kHeadDim>
+      <<<backward_row_blocks<Element, kHeadDim>(p), RowChunks<Element, kHeadDim>::kThreads, 0, stream>>>(p);
+  check_launch("backward_preprocess_kernel");
+}
+
+template <typename Element, int kHeadDim>
+void launch_backward_dq_convert(const BackwardKernelParams& p, cudaStream_t stream) {
+  backward_dq_convert_kernel<Element, kHeadDim>
+      <<<backward_row_blocks<Element, kHeadDim>(p), RowChunks<Element, kHeadDim>::kThreads, 0, stream>>>(p);
+  check_launch("backward_dq_convert_kernel");
 }
 
 }  // namespace dualkv::detail::sm80

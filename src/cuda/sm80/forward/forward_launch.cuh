@@ -4,8 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda/common/cuda_check.h"
 #include "cuda/common/dtype_traits.cuh"
+#include "cuda/common/launch_with_shared_memory.cuh"
 #include "cuda/sm80/forward/forward_config.cuh"
 #include "cuda/sm80/forward/forward_kernel.cuh"
 #include "cuda/sm80/forward/forward_launch.h"
@@ -15,12 +15,8 @@ namespace dualkv::detail {
 template <DType kDType, int kHeadDim>
 void launch_sm80_forward(const ForwardKernelParams& params, int32_t work_items, cudaStream_t stream) {
   using Config = sm80::ForwardConfig<CudaElementT<kDType>, kHeadDim>;
-  const auto kernel = sm80::forward_kernel<Config>;
-  // Above 48 KiB a kernel must opt in to dynamic shared memory (per device, hence every call).
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes),
-             "cudaFuncSetAttribute (sm80 forward shared memory)");
-  kernel<<<work_items, Config::kThreads, Config::kSmemBytes, stream>>>(params);
-  check_launch("sm80 forward kernel launch");
+  launch_with_shared_memory(sm80::forward_kernel<Config>, "sm80 forward kernel", work_items, Config::kThreads,
+                            Config::kSmemBytes, stream, params);
 }
 
 }  // namespace dualkv::detail

@@ -6,8 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda/common/cuda_check.h"
 #include "cuda/common/dtype_traits.cuh"
+#include "cuda/common/launch_with_shared_memory.cuh"
 #include "cuda/sm80/backward/dq_kernel.cuh"
 #include "cuda/sm80/backward/preprocess_kernel.cuh"
 #include "cuda/sm90/backward/config.cuh"
@@ -22,42 +22,27 @@ size_t backward_shared_memory_bytes() {
   return BackwardConfig<CudaElementT<kDType>, kHeadDim>::kSmemBytes;
 }
 
-template <typename Kernel, typename Params>
-void launch_backward_kernel(Kernel kernel, const char* name, int blocks, int threads, size_t shared_bytes,
-                            cudaStream_t stream, const Params& params) {
-  if (blocks == 0) return;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
-             name);
-  kernel<<<blocks, threads, shared_bytes, stream>>>(params);
-  check_launch(name);
-}
-
 template <DType kDType, int kHeadDim>
 void run_backward(const BackwardTmaParams& params) {
   using Element = CudaElementT<kDType>;
   using Config = BackwardConfig<Element, kHeadDim>;
-  using Chunks = sm80::RowChunks<Element, kHeadDim>;
   const BackwardKernelParams& p = params.base;
   const auto stream = static_cast<cudaStream_t>(p.stream);
 
-  const int64_t rows = int64_t{p.tokens} * p.heads;
-  const auto row_blocks = static_cast<int>((rows + Chunks::kRowsPerBlock - 1) / Chunks::kRowsPerBlock);
-  sm80::backward_preprocess_kernel<Element, kHeadDim><<<row_blocks, Chunks::kThreads, 0, stream>>>(p);
-  check_launch("backward_preprocess_kernel");
+  sm80::launch_backward_preprocess<Element, kHeadDim>(p, stream);
 
   const int kv_blocks = p.num_key_tiles * p.kv_heads;
   if (p.dq_accum != nullptr) {
-    launch_backward_kernel(backward_kv_kernel<Config, true>, "sm90 backward_kv_kernel", kv_blocks, Config::kThreads,
-                           Config::kSmemBytes, stream, params);
-    sm80::backward_dq_convert_kernel<Element, kHeadDim><<<row_blocks, Chunks::kThreads, 0, stream>>>(p);
-    check_launch("backward_dq_convert_kernel");
+    launch_with_shared_memory(backward_kv_kernel<Config, true>, "sm90 backward_kv_kernel", kv_blocks, Config::kThreads,
+                              Config::kSmemBytes, stream, params);
+    sm80::launch_backward_dq_convert<Element, kHeadDim>(p, stream);
   } else {
-    launch_backward_kernel(backward_kv_kernel<Config, false>, "sm90 backward_kv_kernel", kv_blocks, Config::kThreads,
-                           Config::kSmemBytes, stream, params);
+    launch_with_shared_memory(backward_kv_kernel<Config, false>, "sm90 backward_kv_kernel", kv_blocks, Config::kThreads,
+                              Config::kSmemBytes, stream, params);
     using DqTraits =
         sm80::BackwardTraits<Element, kHeadDim, kDeterministicDqShape.key_block, kDeterministicDqShape.query_block>;
-    launch_backward_kernel(sm80::backward_dq_kernel<DqTraits>, "backward_dq_kernel", p.num_query_tiles * p.heads,
-                           DqTraits::kDqThreads, sizeof(sm80::DqSharedStorage<DqTraits>), stream, p);
+    launch_with_shared_memory(sm80::backward_dq_kernel<DqTraits>, "backward_dq_kernel", p.num_query_tiles * p.heads,
+                              DqTraits::kDqThreads, sizeof(sm80::DqSharedStorage<DqTraits>), stream, p);
   }
 }
 

@@ -4,8 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda/common/cuda_check.h"
 #include "cuda/common/dtype_traits.cuh"
+#include "cuda/common/launch_with_shared_memory.cuh"
 #include "cuda/sm90/forward/config.cuh"
 #include "cuda/sm90/forward/kernel.cuh"
 #include "cuda/sm90/forward/launch.h"
@@ -20,11 +20,8 @@ size_t forward_shared_memory_bytes() {
 template <DType kDType, int kHeadDim>
 void launch_forward(const ForwardKernelParams& params, int ctas, cudaStream_t stream) {
   using Config = ForwardConfig<CudaElementT<kDType>, kHeadDim>;
-  const auto kernel = forward_kernel<Config>;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes),
-             "cudaFuncSetAttribute (sm90 forward shared memory)");
-  kernel<<<ctas, Config::kThreads, Config::kSmemBytes, stream>>>(params);
-  check_launch("sm90 forward kernel launch");
+  launch_with_shared_memory(forward_kernel<Config>, "sm90 forward kernel", ctas, Config::kThreads, Config::kSmemBytes,
+                            stream, params);
 }
 
 }  // namespace dualkv::detail::sm90
