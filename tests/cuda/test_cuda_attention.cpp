@@ -3,6 +3,7 @@
 // plus the tiny problems the sanitizer runs (--gtest_filter=*Sanitizer*).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -82,7 +83,8 @@ TEST_P(CudaBackward, MatchesReferences) {
 // exact arithmetic: there is no relative budget to compare the kernels' rounding (~1e-8) with.
 std::vector<AttentionCase> nan_backward_cases() {
   std::vector<AttentionCase> cases = shape_cases();
-  cases.erase(cases.begin());
+  cases.erase(std::remove_if(cases.begin(), cases.end(), [](const AttentionCase& c) { return c.name == "P1_R1_gqa1"; }),
+              cases.end());
   return cases;
 }
 
