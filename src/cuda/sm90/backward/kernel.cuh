@@ -265,6 +265,8 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     };
     Tensor s_rc = make_tensor(acc_s.data(), accumulator_rows_by_columns(acc_s.layout()));
     Tensor dp_rc = make_tensor(acc_dp.data(), accumulator_rows_by_columns(acc_dp.layout()));
+    // One masked softmax serves every step (unmasked steps pass everything): a second, unmasked
+    // copy of the loop inlined beside it cost registers (spills) in this kernel.
     const int stats_skip = step.begin & 3;  // stats_row starts up to 3 queries early
     softmax_backward<true, 1>(s_rc, dp_rc, score_coords_rc, shared.lse[q_stage] + stats_skip,
                               shared.delta[do_stage] + stats_skip, scale_log2,
