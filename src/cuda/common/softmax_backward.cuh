@@ -41,4 +41,17 @@ __device__ __forceinline__ void softmax_backward(Scores& s, Scores& ds, const Co
   }
 }
 
+// Sets the entries that `visible` rejects to 0 in both tiles, after an unmasked softmax_backward:
+// kernels whose masked steps are rare run the unmasked math on every step and this pass only on
+// the masked ones (a select, so a NaN computed in a masked entry never survives).
+template <typename Scores, typename Coords, typename Visible>
+__device__ __forceinline__ void zero_invisible(Scores& s, Scores& ds, const Coords& rc, const Visible& visible) {
+  CUTE_UNROLL
+  for (int i = 0; i < cute::size(s); ++i) {
+    const bool shown = visible(cute::get<0>(rc(i)), cute::get<1>(rc(i)));
+    s(i) = shown ? s(i) : 0.f;
+    ds(i) = shown ? ds(i) : 0.f;
+  }
+}
+
 }  // namespace dualkv::detail

@@ -153,26 +153,41 @@ __device__ __forceinline__ int dq_shared_offset(int row, int column) {
 }
 
 // Writes a warpgroup's 64 x 64 dQ block, scaled, into the shared dQ tile at (first_row,
-// first_column); rows at or past query_rows (the next segment's) as zeros: their dS is 0, but
-// 0 times a NaN key of this segment would still add NaN to another segment's dQ. The block is a
-// wgmma accumulator (sm90/common/fragments.cuh): value 4 j + 2 h + e of thread t is row
-// 16 (t / 32) + (t % 32) / 4 + 8 h, column 8 j + 2 (t % 4) + e. Stores use 32-bit shared
-// addresses: generic pointers into the tile cost 64-bit registers.
+// first_column) (multiples of 64). The block is a wgmma accumulator (sm90/common/fragments.cuh):
+// value 4 j + 2 h + e of thread t is row 16 (t / 32) + (t % 32) / 4 + 8 h, column 8 j + 2 (t % 4)
+// + e. All 16 stores of a thread share its row % 8, so their swizzled addresses are the thread's
+// (j = 0, h = 0) address with the chunk bits XORed by 2 (j % 4) and the panel and row offsets
+// added: one register and immediates, no per-store arithmetic.
 template <typename Config, typename Accumulator>
 __device__ __forceinline__ void write_dq_block(uint32_t dq_base, const Accumulator& acc, int warpgroup_thread,
-                                               int first_row, int first_column, int query_rows, float scale) {
-  hide_from_hoisting(warpgroup_thread);
+                                               int first_row, int first_column, float scale) {
+  constexpr int kPanelBytes = Config::kBlockM * Config::kDqPanelColumns * 4;
   const int row = first_row + 16 * (warpgroup_thread / 32) + warpgroup_thread % 32 / 4;
-  const int column = first_column + 2 * (warpgroup_thread % 4);
+  const uint32_t thread_base = dq_base + 4 * dq_shared_offset<Config>(row, first_column + 2 * (warpgroup_thread % 4));
   CUTE_UNROLL
   for (int j = 0; j < 8; ++j) {
     CUTE_UNROLL
     for (int h = 0; h < 2; ++h) {
-      const uint32_t address = dq_base + 4 * dq_shared_offset<Config>(row + 8 * h, column + 8 * j);
-      const float first = row + 8 * h < query_rows ? acc(4 * j + 2 * h) * scale : 0.f;
-      const float second = row + 8 * h < query_rows ? acc(4 * j + 2 * h + 1) * scale : 0.f;
-      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(address), "f"(first), "f"(second) : "memory");
+      // The chunk bits (4..6) of thread_base come from the swizzle alone: dq_base is 1024-aligned.
+      const uint32_t address = (thread_base ^ ((j % 4) << 5)) + (j / 4) * kPanelBytes + h * 8 * 128;
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(address), "f"(acc(4 * j + 2 * h) * scale),
+                   "f"(acc(4 * j + 2 * h + 1) * scale)
+                   : "memory");
     }
+  }
+}
+
+// Zeroes the accumulator rows at or past query_rows (the next segment's queries) of a 64 x 64 dQ
+// block at first_row: their dS is 0, but 0 times a NaN key of this segment would still add NaN to
+// another segment's dQ.
+template <typename Accumulator>
+__device__ __forceinline__ void zero_dq_rows_past(Accumulator& acc, int warpgroup_thread, int first_row,
+                                                  int query_rows) {
+  const int row = first_row + 16 * (warpgroup_thread / 32) + warpgroup_thread % 32 / 4;
+  CUTE_UNROLL
+  for (int i = 0; i < cute::size(acc); ++i) {
+    const bool inside = row + 8 * (i / 2 % 2) < query_rows;
+    acc(i) = inside ? acc(i) : 0.f;
   }
 }
 
@@ -215,7 +230,11 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   Tensor tKVrdOt = slice_kv.partition_fragment_B(sdOt);
   Tensor tDqrdS = slice_dq.partition_fragment_A(sdS);
   Tensor tDqrKt = slice_dq.partition_fragment_B(sKt);
-  Tensor tSsdSt = slice_sdp.partition_C(sdSt);
+  // dS^T leaves the accumulator by stmatrix (8 x 8 blocks of 16-byte rows, queries contiguous):
+  // 4 instructions per thread instead of 32 scalar stores, each with its own swizzled address.
+  auto ds_store = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_sdp);
+  auto ds_store_thread = ds_store.get_thread_slice(thread);
+  Tensor tDSsdSt = ds_store_thread.partition_D(sdSt);
 
   Tensor score_coords = slice_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
   Tensor score_coords_rc = make_tensor(score_coords.data(), accumulator_rows_by_columns(score_coords.layout()));
@@ -265,12 +284,12 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     };
     Tensor s_rc = make_tensor(acc_s.data(), accumulator_rows_by_columns(acc_s.layout()));
     Tensor dp_rc = make_tensor(acc_dp.data(), accumulator_rows_by_columns(acc_dp.layout()));
-    // One masked softmax serves every step (unmasked steps pass everything): a second, unmasked
-    // copy of the loop inlined beside it cost registers (spills) in this kernel.
+    // The unmasked math on every step and a separate masking pass on boundary steps: masking
+    // inside the math loop put about 15 predicated instructions per score on every step.
     const int stats_skip = step.begin & 3;  // stats_row starts up to 3 queries early
-    softmax_backward<true, 1>(s_rc, dp_rc, score_coords_rc, shared.lse[q_stage] + stats_skip,
-                              shared.delta[do_stage] + stats_skip, scale_log2,
-                              [&](int n, int m) { return !needs_mask || visible(n, m); });
+    softmax_backward<false, 1>(s_rc, dp_rc, score_coords_rc, shared.lse[q_stage] + stats_skip,
+                               shared.delta[do_stage] + stats_skip, scale_log2, visible);
+    if (needs_mask) zero_invisible(s_rc, dp_rc, score_coords_rc, visible);
 
     Tensor probabilities = convert_fragment<Element>(acc_s);
     Tensor score_gradients = convert_fragment<Element>(acc_dp);
@@ -282,9 +301,7 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     if constexpr (kAccumulateDq) {
       // dS^T to this step's buffer. The other warpgroup read this buffer two steps ago and has
       // since passed the previous step's dS barrier, which it reached after that dQ GEMM's wait.
-      Tensor ds_target = tSsdSt(_, _, _, ds_stage);
-      CUTE_UNROLL
-      for (int i = 0; i < size(score_gradients); ++i) ds_target(i) = score_gradients(i);
+      copy(ds_store, ds_store_thread.retile_S(score_gradients), tDSsdSt(_, _, _, ds_stage));
       publish_to_consumers<Config>(kDsWrittenBarrier);
       // dV and dK finish before dQ starts: their register operands (P^T, dS^T) then die, which
       // keeps the dQ accumulator inside the 240 registers.
@@ -300,7 +317,8 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
       const int first_row = Config::kDqWarpgroupsAlongM == 1 ? 0 : 64 * warpgroup;
       const int first_column = Config::kDqWarpgroupsAlongM == 1 ? 64 * warpgroup : 0;
       static_assert(decltype(size(acc_dq))::value == 32, "write_dq_block takes one 64 x 64 block per warpgroup");
-      write_dq_block<Config>(dq_base, acc_dq, warpgroup_thread, first_row, first_column, query_rows, p.softmax_scale);
+      if (query_rows < kBlockM) zero_dq_rows_past(acc_dq, warpgroup_thread, first_row, query_rows);
+      write_dq_block<Config>(dq_base, acc_dq, warpgroup_thread, first_row, first_column, p.softmax_scale);
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::sync(128, kDqWrittenBarrier + warpgroup);
       if (warpgroup_thread == 0) {

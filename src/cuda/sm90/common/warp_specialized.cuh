@@ -13,10 +13,13 @@ namespace dualkv::detail::sm90 {
 
 // Config::SharedStorage at the 1024-byte aligned start of the dynamic shared memory (kSmemBytes
 // asks 1 KiB more than the storage for this).
+// The offset is added to the array itself, not to an integer copy of its address: the compiler
+// then still knows every pointer into the storage is a shared-memory pointer and emits LDS/STS
+// with 32-bit addresses instead of generic 64-bit LD/ST.
 template <typename Config>
 __device__ __forceinline__ typename Config::SharedStorage& aligned_shared_storage(char* shared_bytes) {
-  return *reinterpret_cast<typename Config::SharedStorage*>((reinterpret_cast<uintptr_t>(shared_bytes) + 1023) &
-                                                            ~static_cast<uintptr_t>(1023));
+  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(shared_bytes));
+  return *reinterpret_cast<typename Config::SharedStorage*>(shared_bytes + ((0u - address) & 1023u));
 }
 
 __device__ __forceinline__ bool is_producer_warpgroup() { return cutlass::canonical_warp_group_idx() == 0; }
