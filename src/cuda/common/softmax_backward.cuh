@@ -41,6 +41,42 @@ __device__ __forceinline__ void softmax_backward(Scores& s, Scores& ds, const Co
   }
 }
 
+// The two halves of softmax_backward, for kernels that compute the probabilities while the dP
+// GEMM still runs: S -> P = exp(scale * S - LSE) in place, unmasked ...
+template <int kQueryMode, typename Scores, typename Coords>
+__device__ __forceinline__ void softmax_probabilities(Scores& s, const Coords& rc, const float* lse,
+                                                      float scale_log2) {
+  constexpr int kQueries = decltype(cute::size<kQueryMode>(s))::value;
+  constexpr int kKeys = decltype(cute::size<1 - kQueryMode>(s))::value;
+  CUTE_UNROLL
+  for (int q = 0; q < kQueries; ++q) {
+    const float lse_log2 = lse[cute::get<kQueryMode>(kQueryMode == 0 ? rc(q, 0) : rc(0, q))] * kLog2E;
+    CUTE_UNROLL
+    for (int k = 0; k < kKeys; ++k) {
+      float& score = kQueryMode == 0 ? s(q, k) : s(k, q);
+      score = exp2_approx(score * scale_log2 - lse_log2);
+    }
+  }
+}
+
+// ... then dP -> dS = P * (dP - D) in place, once dP has landed.
+template <int kQueryMode, typename Scores, typename Coords>
+__device__ __forceinline__ void softmax_score_gradients(const Scores& p, Scores& ds, const Coords& rc,
+                                                        const float* delta) {
+  constexpr int kQueries = decltype(cute::size<kQueryMode>(p))::value;
+  constexpr int kKeys = decltype(cute::size<1 - kQueryMode>(p))::value;
+  CUTE_UNROLL
+  for (int q = 0; q < kQueries; ++q) {
+    const float query_delta = delta[cute::get<kQueryMode>(kQueryMode == 0 ? rc(q, 0) : rc(0, q))];
+    CUTE_UNROLL
+    for (int k = 0; k < kKeys; ++k) {
+      const int row = kQueryMode == 0 ? q : k;
+      const int col = kQueryMode == 0 ? k : q;
+      ds(row, col) = p(row, col) * (ds(row, col) - query_delta);
+    }
+  }
+}
+
 // Sets the entries that `visible` rejects to 0 in both tiles, after an unmasked softmax_backward:
 // kernels whose masked steps are rare run the unmasked math on every step and this pass only on
 // the masked ones (a select, so a NaN computed in a masked entry never survives).

@@ -273,7 +273,7 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
     Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
     warpgroup_gemm<true, -1>(mma_sdp, tSrK, tSrQ(_, _, _, q_stage), acc_s);
-    warpgroup_gemm<true, 0>(mma_sdp, tSrV, tSrdO(_, _, _, do_stage), acc_dp);
+    warpgroup_gemm<true, -1>(mma_sdp, tSrV, tSrdO(_, _, _, do_stage), acc_dp);
 
     // The causal mask applies when the query tile is in the key tile's own segment.
     const bool causal = step.segment == work.tile.segment;
@@ -284,32 +284,35 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     };
     Tensor s_rc = make_tensor(acc_s.data(), accumulator_rows_by_columns(acc_s.layout()));
     Tensor dp_rc = make_tensor(acc_dp.data(), accumulator_rows_by_columns(acc_dp.layout()));
-    // The unmasked math on every step and a separate masking pass on boundary steps: masking
-    // inside the math loop put about 15 predicated instructions per score on every step.
+    // P while the dP GEMM runs, then dS; the unmasked math on every step and a separate masking
+    // pass on boundary steps (masking inside the math put ~15 predicated instructions per score
+    // on every step).
     const int stats_skip = step.begin & 3;  // stats_row starts up to 3 queries early
-    softmax_backward<false, 1>(s_rc, dp_rc, score_coords_rc, shared.lse[q_stage] + stats_skip,
-                               shared.delta[do_stage] + stats_skip, scale_log2, visible);
+    warpgroup_wait<1>();
+    warpgroup_fence_operand(acc_s);
+    softmax_probabilities<1>(s_rc, score_coords_rc, shared.lse[q_stage] + stats_skip, scale_log2);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc_dp);
+    softmax_score_gradients<1>(s_rc, dp_rc, score_coords_rc, shared.delta[do_stage] + stats_skip);
     if (needs_mask) zero_invisible(s_rc, dp_rc, score_coords_rc, visible);
 
     Tensor probabilities = convert_fragment<Element>(acc_s);
     Tensor score_gradients = convert_fragment<Element>(acc_dp);
     Tensor tKVrP = make_tensor(probabilities.data(), accumulator_as_operand_a(acc_s.layout()));
     Tensor tKVrdS = make_tensor(score_gradients.data(), accumulator_as_operand_a(acc_dp.layout()));
-    warpgroup_gemm<false, -1>(mma_kv, tKVrP, tKVrdOt(_, _, _, do_stage), acc_dv);
-    warpgroup_gemm<false, -1>(mma_kv, tKVrdS, tKVrQt(_, _, _, q_stage), acc_dk);
 
     if constexpr (kAccumulateDq) {
       // dS^T to this step's buffer. The other warpgroup read this buffer two steps ago and has
       // since passed the previous step's dS barrier, which it reached after that dQ GEMM's wait.
       copy(ds_store, ds_store_thread.retile_S(score_gradients), tDSsdSt(_, _, _, ds_stage));
+      warpgroup_gemm<false, -1>(mma_kv, tKVrP, tKVrdOt(_, _, _, do_stage), acc_dv);
       publish_to_consumers<Config>(kDsWrittenBarrier);
-      // dV and dK finish before dQ starts: their register operands (P^T, dS^T) then die, which
-      // keeps the dQ accumulator inside the 240 registers.
-      warpgroup_wait<0>();
+      // dQ once dV is done (P^T's registers die: room for the dQ accumulator), then dK, whose
+      // GEMM runs while the dQ block is written out.
       Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-      warpgroup_gemm<true, 0>(mma_dq, tDqrdS(_, _, _, ds_stage), tDqrKt, acc_dq);
-      q_pipeline.consumer_release(q_state);
+      warpgroup_gemm<true, 1>(mma_dq, tDqrdS(_, _, _, ds_stage), tDqrKt, acc_dq);
       do_pipeline.consumer_release(do_state);
+      warpgroup_gemm<false, 1>(mma_kv, tKVrdS, tKVrQt(_, _, _, q_stage), acc_dk);
 
       // dQ block to shared memory (scaled), then one thread of the warpgroup adds it to dq_accum.
       if (warpgroup_thread == 0) cute::tma_store_wait<0>();
@@ -331,8 +334,11 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
         cute::tma_store_arrive();
       }
       ds_stage ^= 1;
-    } else {
       warpgroup_wait<0>();
+      q_pipeline.consumer_release(q_state);
+    } else {
+      warpgroup_gemm<false, -1>(mma_kv, tKVrP, tKVrdOt(_, _, _, do_stage), acc_dv);
+      warpgroup_gemm<false, 0>(mma_kv, tKVrdS, tKVrQt(_, _, _, q_stage), acc_dk);
       q_pipeline.consumer_release(q_state);
       do_pipeline.consumer_release(do_state);
     }
