@@ -115,7 +115,7 @@ BackwardLaunch blocks_for(const BackwardParams& params, bool hopper) {
 
 BackwardWorkspace workspace_for(const Layout& layout, const BackwardParams& params, const BackwardLaunch& blocks) {
   return plan_backward_workspace(layout.total_tokens(), params.q.heads, blocks.head_dim, params.deterministic,
-                                 /*copies_lse=*/blocks.portable == nullptr);
+                                 /*stores_lse_log2=*/blocks.portable == nullptr);
 }
 
 }  // namespace
@@ -170,9 +170,11 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   k.lse = p.lse.data;
   k.lse_head_stride = p.lse.head_stride;
   k.delta = reinterpret_cast<float*>(base + ws.delta_offset);
-  k.lse_copy = ws.has_lse_copy ? reinterpret_cast<float*>(base + ws.lse_copy_offset) : nullptr;
+  k.lse_log2 = ws.has_lse_log2 ? reinterpret_cast<float*>(base + ws.lse_log2_offset) : nullptr;
   k.stats_row_stride = ws.stats_row_stride;
   k.dq_accum = ws.has_dq_accum ? reinterpret_cast<float*>(base + ws.dq_accum_offset) : nullptr;
+  // The portable KV kernel scales each dQ contribution; the Hopper one leaves it to the convert pass.
+  k.dq_accum_scale = blocks.portable == nullptr ? p.softmax_scale : 1.f;
   k.cu_seqlens = plan.cu_seqlens;
   k.key_tiles = plan.key_tiles;
   k.query_tiles = plan.query_tiles;

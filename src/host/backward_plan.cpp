@@ -85,10 +85,10 @@ PlanImage backward_plan_image(const Layout& layout, int key_block, int query_blo
 }
 
 BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t heads, int64_t head_dim, bool deterministic,
-                                          bool copies_lse) {
+                                          bool stores_lse_log2) {
   BackwardWorkspace ws;
   ws.has_dq_accum = !deterministic;
-  ws.has_lse_copy = copies_lse;
+  ws.has_lse_log2 = stores_lse_log2;
   ws.stats_row_stride = (tokens + 3) / 4 * 4;
   const auto stats_bytes = static_cast<size_t>(heads * ws.stats_row_stride) * sizeof(float);
   size_t offset = 0;
@@ -96,8 +96,8 @@ BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t heads, int64_t
   if (ws.has_dq_accum) offset += align_up(static_cast<size_t>(tokens * heads * head_dim) * sizeof(float));
   ws.delta_offset = offset;
   offset += align_up(stats_bytes);
-  ws.lse_copy_offset = offset;
-  if (ws.has_lse_copy) offset += align_up(stats_bytes + kStatsReadSlack * sizeof(float));
+  ws.lse_log2_offset = offset;
+  if (ws.has_lse_log2) offset += align_up(stats_bytes + kStatsReadSlack * sizeof(float));
   ws.total_bytes = offset;
   return ws;
 }

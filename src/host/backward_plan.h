@@ -19,11 +19,12 @@
 //   dq_accum   fp32 (H, T, d), contiguous; only when dQ is accumulated with atomics
 //   delta      fp32 (H, T') rows of stats_row_stride = T rounded up to 4 floats, so each head's row
 //              starts 16-byte aligned: D = rowsum(dO * O), the softmax-gradient correction per query
-//   lse copy   fp32 (H, T') likewise; only for the Hopper kernel, which bulk-copies D and the
-//              forward's LSE (16-byte aligned rows, whatever the caller's LSE strides are)
-// The lse copy region ends with kStatsReadSlack floats: the Hopper kernel copies block_m + 4
+//   lse_log2   fp32 (H, T') likewise; only for the Hopper kernel, which bulk-copies D and the
+//              forward's LSE times log2(e) (16-byte aligned rows, whatever the caller's LSE
+//              strides are; pre-multiplied so its exp2 needs no multiply per query)
+// The lse_log2 region ends with kStatsReadSlack floats: the Hopper kernel copies block_m + 4
 // floats from the 16-byte aligned start at or before a query tile's first row, which may run past
-// a region's last row (past delta's, into the lse copy).
+// a region's last row (past delta's, into lse_log2).
 #pragma once
 
 #include <cstddef>
@@ -73,15 +74,15 @@ inline constexpr int64_t kStatsReadSlack = 132;
 struct BackwardWorkspace {
   size_t dq_accum_offset = 0;  // meaningful only if has_dq_accum
   size_t delta_offset = 0;
-  size_t lse_copy_offset = 0;    // meaningful only if has_lse_copy
-  int64_t stats_row_stride = 0;  // floats from one head's delta (and LSE copy) row to the next
+  size_t lse_log2_offset = 0;    // meaningful only if has_lse_log2
+  int64_t stats_row_stride = 0;  // floats from one head's delta (and lse_log2) row to the next
   bool has_dq_accum = false;
-  bool has_lse_copy = false;
+  bool has_lse_log2 = false;
   size_t total_bytes = 0;
 };
 
 // Region offsets for `tokens` tokens of `heads` query heads of `head_dim`.
 BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t heads, int64_t head_dim, bool deterministic,
-                                          bool copies_lse);
+                                          bool stores_lse_log2);
 
 }  // namespace dualkv::detail

@@ -206,8 +206,8 @@ TEST(BackwardPlan, TilesFollowTheMaskOnRandomBatches) {
 // workspace and the plans kept with the layout (both directions') may add at most half of them,
 // besides what does not grow with the tokens: the Hopper kernel's read slack (kStatsReadSlack
 // floats), the stats rows' padding to 4 tokens (under 3 floats per head in each of 2 regions) and
-// the LSE copy region's alignment.
-// Per token the workspace holds H (head_dim + 2) floats (dQ accumulator, D, the LSE copy) against
+// the lse_log2 region's alignment.
+// Per token the workspace holds H (head_dim + 2) floats (dQ accumulator, D, lse_log2) against
 // half the tensors' 4 (H + Hk) head_dim bytes, so the bound holds while H / Hk < head_dim / 2
 // (less the plans' few bytes per token); checked here for the group sizes up to 32 below that.
 TEST(BackwardPlan, WorkspaceAndPlansStayWithinHalfTheTensors) {
@@ -231,7 +231,7 @@ TEST(BackwardPlan, WorkspaceAndPlansStayWithinHalfTheTensors) {
           const double tensor_bytes = tokens * (4.0 * heads + 4.0 * kv_heads) * head_dim * 2 /*16-bit*/;
           for (bool deterministic : {false, true}) {
             const BackwardWorkspace ws =
-                plan_backward_workspace(layout.total_tokens(), heads, head_dim, deterministic, /*copies_lse=*/true);
+                plan_backward_workspace(layout.total_tokens(), heads, head_dim, deterministic, /*stores_lse_log2=*/true);
             const double plan_bytes =
                 forward_plan_bytes + backward_plan_image(layout, 128, 64, deterministic ? 64 : 0).bytes().size();
             const double fixed_bytes = (kStatsReadSlack + 2 * 3 * heads) * sizeof(float) + 16;
@@ -248,10 +248,10 @@ TEST(BackwardPlan, WorkspaceRegionsAreAlignedAndDisjoint) {
   const int64_t heads = 4, head_dim = 64;
   for (int64_t tokens : {1, 222, 223, 224}) {
     for (bool deterministic : {false, true}) {
-      for (bool copies_lse : {false, true}) {
-        const BackwardWorkspace ws = plan_backward_workspace(tokens, heads, head_dim, deterministic, copies_lse);
+      for (bool stores_lse_log2 : {false, true}) {
+        const BackwardWorkspace ws = plan_backward_workspace(tokens, heads, head_dim, deterministic, stores_lse_log2);
         EXPECT_EQ(ws.has_dq_accum, !deterministic);
-        EXPECT_EQ(ws.has_lse_copy, copies_lse);
+        EXPECT_EQ(ws.has_lse_log2, stores_lse_log2);
         // Rows of 16-byte multiples that hold every token: TMA needs aligned row starts.
         EXPECT_GE(ws.stats_row_stride, tokens);
         EXPECT_EQ(ws.stats_row_stride % 4, 0);
@@ -261,7 +261,7 @@ TEST(BackwardPlan, WorkspaceRegionsAreAlignedAndDisjoint) {
         };
         const size_t stats_bytes = heads * ws.stats_row_stride * sizeof(float);
         std::vector<Region> regions{{ws.delta_offset, stats_bytes}};
-        if (copies_lse) regions.push_back({ws.lse_copy_offset, stats_bytes + kStatsReadSlack * sizeof(float)});
+        if (stores_lse_log2) regions.push_back({ws.lse_log2_offset, stats_bytes + kStatsReadSlack * sizeof(float)});
         if (!deterministic) regions.push_back({ws.dq_accum_offset, tokens * heads * head_dim * sizeof(float)});
         for (size_t i = 0; i < regions.size(); ++i) {
           EXPECT_EQ(regions[i].offset % 16, 0u);

@@ -42,19 +42,19 @@ __device__ __forceinline__ void softmax_backward(Scores& s, Scores& ds, const Co
 }
 
 // The two halves of softmax_backward, for kernels that compute the probabilities while the dP
-// GEMM still runs: S -> P = exp(scale * S - LSE) in place, unmasked ...
+// GEMM still runs: S -> P = exp(scale * S - LSE) in place, unmasked, from the LSE times log2(e) ...
 template <int kQueryMode, typename Scores, typename Coords>
-__device__ __forceinline__ void softmax_probabilities(Scores& s, const Coords& rc, const float* lse,
+__device__ __forceinline__ void softmax_probabilities(Scores& s, const Coords& rc, const float* lse_log2,
                                                       float scale_log2) {
   constexpr int kQueries = decltype(cute::size<kQueryMode>(s))::value;
   constexpr int kKeys = decltype(cute::size<1 - kQueryMode>(s))::value;
   CUTE_UNROLL
   for (int q = 0; q < kQueries; ++q) {
-    const float lse_log2 = lse[cute::get<kQueryMode>(kQueryMode == 0 ? rc(q, 0) : rc(0, q))] * kLog2E;
+    const float query_lse = lse_log2[cute::get<kQueryMode>(kQueryMode == 0 ? rc(q, 0) : rc(0, q))];
     CUTE_UNROLL
     for (int k = 0; k < kKeys; ++k) {
       float& score = kQueryMode == 0 ? s(q, k) : s(k, q);
-      score = exp2_approx(score * scale_log2 - lse_log2);
+      score = exp2_approx(score * scale_log2 - query_lse);
     }
   }
 }

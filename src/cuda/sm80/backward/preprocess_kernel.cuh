@@ -1,7 +1,8 @@
 // Backward row passes, and the launchers both families' backwards run them with. Pre-pass:
-// D = rowsum(dO * O) per (query, head) in fp32, the copy of the forward's LSE into D's layout when
-// the kernel asks for one (lse_copy), and zeroing of the fp32 dQ accumulator when dQ is
-// accumulated with atomics. Post-pass (atomic mode): dq_accum converted into dq.
+// D = rowsum(dO * O) per (query, head) in fp32, the forward's LSE times log2(e) in D's layout when
+// the kernel asks for it (lse_log2: its exp2 then needs no multiply per query), and zeroing of the
+// fp32 dQ accumulator when dQ is accumulated with atomics. Post-pass (atomic mode): dq_accum
+// times dq_accum_scale converted into dq.
 //
 // Warp roles: none; each group of kHeadDim / 8 consecutive threads owns one (token, head) row,
 // 8 elements (16 bytes) per thread, reduced with shuffles. No shared memory, no pipeline.
@@ -15,6 +16,7 @@
 
 #include "cuda/common/backward_kernel_params.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/softmax_math.h"
 
 namespace dualkv::detail::sm80 {
 
@@ -56,7 +58,9 @@ __global__ void __launch_bounds__(256) backward_preprocess_kernel(const Backward
   if (!active) return;
   if (chunk == 0) {
     p.delta[head * p.stats_row_stride + token] = sum;
-    if (p.lse_copy != nullptr) p.lse_copy[head * p.stats_row_stride + token] = p.lse[head * p.lse_head_stride + token];
+    if (p.lse_log2 != nullptr) {
+      p.lse_log2[head * p.stats_row_stride + token] = p.lse[head * p.lse_head_stride + token] * kLog2E;
+    }
   }
   if (p.dq_accum != nullptr) {
     auto* accum = reinterpret_cast<float4*>(p.dq_accum + (head * int64_t{p.tokens} + token) * kHeadDim + chunk * 8);
@@ -65,7 +69,7 @@ __global__ void __launch_bounds__(256) backward_preprocess_kernel(const Backward
   }
 }
 
-// Post-pass of the atomic mode: dq = dq_accum (already scaled) in dq's dtype and strides.
+// Post-pass of the atomic mode: dq = dq_accum * dq_accum_scale in dq's dtype and strides.
 template <typename Element, int kHeadDim>
 __global__ void __launch_bounds__(256) backward_dq_convert_kernel(const BackwardKernelParams p) {
   using Chunks = RowChunks<Element, kHeadDim>;
@@ -82,7 +86,7 @@ __global__ void __launch_bounds__(256) backward_dq_convert_kernel(const Backward
   const float values[8] = {low.x, low.y, low.z, low.w, high.x, high.y, high.z, high.w};
   Vector converted;
   CUTLASS_PRAGMA_UNROLL
-  for (int i = 0; i < 8; ++i) converted[i] = static_cast<Element>(values[i]);
+  for (int i = 0; i < 8; ++i) converted[i] = static_cast<Element>(values[i] * p.dq_accum_scale);
   auto* dq = static_cast<Element*>(p.dq.data) + token * p.dq.token_stride + head * p.dq.head_stride + chunk * 8;
   *reinterpret_cast<Vector*>(dq) = converted;
 }

@@ -28,7 +28,7 @@ struct BackwardBlocks {
 BackwardBlocks backward_blocks(const BackwardParams& params);
 
 // Runs the backward; `kernel_params` holds the plan, workspace and tensor views of the call
-// (workspace planned with copies_lse).
+// (workspace planned with stores_lse_log2).
 void backward(const BackwardParams& params, const BackwardKernelParams& kernel_params);
 
 }  // namespace dualkv::detail::sm90

@@ -98,7 +98,7 @@ __device__ __forceinline__ void publish_to_consumers(uint32_t barrier) {
 }
 
 // The 16-byte aligned start, at or before the step's first query, of its row of a stats array
-// (D or the LSE copy): bulk copies need 16-byte aligned sources, rows start aligned
+// (D or lse_log2): bulk copies need 16-byte aligned sources, rows start aligned
 // (stats_row_stride is a multiple of 4), and the consumers skip the step's first `begin % 4`.
 __device__ __forceinline__ const float* stats_row(const float* stats, const BackwardKernelParams& p,
                                                   const QueryStep& step) {
@@ -129,7 +129,8 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
     uint64_t* q_barrier = q_pipeline.producer_get_barrier(q_state);
     load_tile<Config>(&params.q_map, q_barrier, shared.q + q_state.index() * kTileElements, kBlockM, step.head,
                       step.begin, kEvictLast);
-    cute::SM90_BULK_COPY_G2S::copy(stats_row(p.lse_copy, p, step), q_barrier, shared.lse[q_state.index()], kStatsBytes);
+    cute::SM90_BULK_COPY_G2S::copy(stats_row(p.lse_log2, p, step), q_barrier, shared.lse_log2[q_state.index()],
+                                   kStatsBytes);
     ++q_state;
     do_pipeline.producer_acquire(do_state);
     uint64_t* do_barrier = do_pipeline.producer_get_barrier(do_state);
@@ -152,7 +153,7 @@ __device__ __forceinline__ int dq_shared_offset(int row, int column) {
   return column / kPanel * (Config::kBlockM * kPanel) + row * kPanel + (((within / 4) ^ (row % 8)) * 4) + within % 4;
 }
 
-// Writes a warpgroup's 64 x 64 dQ block, scaled, into the shared dQ tile at (first_row,
+// Writes a warpgroup's 64 x 64 dQ block (unscaled: the convert pass applies the softmax scale) into the shared dQ tile at (first_row,
 // first_column) (multiples of 64). The block is a wgmma accumulator (sm90/common/fragments.cuh):
 // value 4 j + 2 h + e of thread t is row 16 (t / 32) + (t % 32) / 4 + 8 h, column 8 j + 2 (t % 4)
 // + e. All 16 stores of a thread share its row % 8, so their swizzled addresses are the thread's
@@ -160,7 +161,7 @@ __device__ __forceinline__ int dq_shared_offset(int row, int column) {
 // added: one register and immediates, no per-store arithmetic.
 template <typename Config, typename Accumulator>
 __device__ __forceinline__ void write_dq_block(uint32_t dq_base, const Accumulator& acc, int warpgroup_thread,
-                                               int first_row, int first_column, float scale) {
+                                               int first_row, int first_column) {
   constexpr int kPanelBytes = Config::kBlockM * Config::kDqPanelColumns * 4;
   const int row = first_row + 16 * (warpgroup_thread / 32) + warpgroup_thread % 32 / 4;
   const uint32_t thread_base = dq_base + 4 * dq_shared_offset<Config>(row, first_column + 2 * (warpgroup_thread % 4));
@@ -170,8 +171,8 @@ __device__ __forceinline__ void write_dq_block(uint32_t dq_base, const Accumulat
     for (int h = 0; h < 2; ++h) {
       // The chunk bits (4..6) of thread_base come from the swizzle alone: dq_base is 1024-aligned.
       const uint32_t address = (thread_base ^ ((j % 4) << 5)) + (j / 4) * kPanelBytes + h * 8 * 128;
-      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(address), "f"(acc(4 * j + 2 * h) * scale),
-                   "f"(acc(4 * j + 2 * h + 1) * scale)
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(address), "f"(acc(4 * j + 2 * h)),
+                   "f"(acc(4 * j + 2 * h + 1))
                    : "memory");
     }
   }
@@ -290,7 +291,7 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     const int stats_skip = step.begin & 3;  // stats_row starts up to 3 queries early
     warpgroup_wait<1>();
     warpgroup_fence_operand(acc_s);
-    softmax_probabilities<1>(s_rc, score_coords_rc, shared.lse[q_stage] + stats_skip, scale_log2);
+    softmax_probabilities<1>(s_rc, score_coords_rc, shared.lse_log2[q_stage] + stats_skip, scale_log2);
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_dp);
     softmax_score_gradients<1>(s_rc, dp_rc, score_coords_rc, shared.delta[do_stage] + stats_skip);
@@ -321,7 +322,7 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
       const int first_column = Config::kDqWarpgroupsAlongM == 1 ? 64 * warpgroup : 0;
       static_assert(decltype(size(acc_dq))::value == 32, "write_dq_block takes one 64 x 64 block per warpgroup");
       if (query_rows < kBlockM) zero_dq_rows_past(acc_dq, warpgroup_thread, first_row, query_rows);
-      write_dq_block<Config>(dq_base, acc_dq, warpgroup_thread, first_row, first_column, p.softmax_scale);
+      write_dq_block<Config>(dq_base, acc_dq, warpgroup_thread, first_row, first_column);
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::sync(128, kDqWrittenBarrier + warpgroup);
       if (warpgroup_thread == 0) {
