@@ -17,7 +17,9 @@ std::string format(const char* pattern, double value) {
 
 }  // namespace
 
-void print_header(std::ostream& out) {
+void print_header(std::ostream& out, const RunOptions& options) {
+  out << "kernel family: " << kernel_family_name(options.kernel_family)
+      << "; deterministic backward: " << (options.deterministic ? "yes" : "no") << "\n";
   out << "config        dtype     fwd ms   bwd ms  fwd TF/s  bwd TF/s  peak GiB  tensors GiB  peak/tensors\n";
 }
 
@@ -35,17 +37,18 @@ void print_row(std::ostream& out, const BenchResult& r) {
   out << line << std::flush;
 }
 
-void print_table(std::ostream& out, const std::vector<BenchResult>& results) {
-  print_header(out);
+void print_table(std::ostream& out, const RunOptions& options, const std::vector<BenchResult>& results) {
+  print_header(out, options);
   for (const BenchResult& r : results) print_row(out, r);
 }
 
-void write_json(const std::string& path, const std::string& device_name, const std::string& kernel_family,
+void write_json(const std::string& path, const std::string& device_name, const RunOptions& options,
                 const std::vector<BenchResult>& results) {
   std::ofstream file(path);
   if (!file) throw std::runtime_error("cannot write " + path);
-  file << "{\n  \"device\": \"" << device_name << "\",\n  \"kernel_family\": \"" << kernel_family
-       << "\",\n  \"results\": [\n";
+  file << "{\n  \"device\": \"" << device_name << "\",\n  \"kernel_family\": \""
+       << kernel_family_name(options.kernel_family)
+       << "\",\n  \"deterministic\": " << (options.deterministic ? "true" : "false") << ",\n  \"results\": [\n";
   for (size_t i = 0; i < results.size(); ++i) {
     const BenchResult& r = results[i];
     file << "    {\"config\": \"" << r.config.name() << "\", \"dtype\": \"" << dtype_name(r.dtype)

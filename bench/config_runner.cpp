@@ -39,15 +39,14 @@ View token_head_view(void* data, DType dtype, int64_t tokens, int64_t heads, int
 }
 
 // Every tensor of one forward + backward, contiguous, inputs random; the parameters of both
-// passes carry the run's shared-memory cap and kernel family.
+// passes carry the run's shared-memory cap and kernel family, the backward's also its mode.
 class TensorSet {
  public:
   TensorSet(const BenchConfig& config, DType dtype, int64_t tokens, uint64_t seed, const RunOptions& options)
       : config_(config),
         dtype_(dtype),
         tokens_(tokens),
-        max_shared_memory_per_block_(options.max_shared_memory_per_block),
-        kernel_family_(options.kernel_family),
+        options_(options),
         q_(kCuda, dtype, query_elements()),
         k_(kCuda, dtype, kv_elements()),
         v_(kCuda, dtype, kv_elements()),
@@ -71,8 +70,8 @@ class TensorSet {
     params.out = query_view<OutputTensor>(out_);
     params.lse = lse_output();
     params.softmax_scale = default_softmax_scale(config_.head_dim);
-    params.options.max_shared_memory_per_block = max_shared_memory_per_block_;
-    params.options.kernel_family = kernel_family_;
+    params.options.max_shared_memory_per_block = options_.max_shared_memory_per_block;
+    params.options.kernel_family = options_.kernel_family;
     return params;
   }
 
@@ -89,8 +88,9 @@ class TensorSet {
     params.dk = kv_view<OutputTensor>(dk_);
     params.dv = kv_view<OutputTensor>(dv_);
     params.softmax_scale = default_softmax_scale(config_.head_dim);
-    params.options.max_shared_memory_per_block = max_shared_memory_per_block_;
-    params.options.kernel_family = kernel_family_;
+    params.deterministic = options_.deterministic;
+    params.options.max_shared_memory_per_block = options_.max_shared_memory_per_block;
+    params.options.kernel_family = options_.kernel_family;
     return params;
   }
 
@@ -119,8 +119,7 @@ class TensorSet {
   BenchConfig config_;
   DType dtype_;
   int64_t tokens_;
-  size_t max_shared_memory_per_block_;
-  KernelFamily kernel_family_;
+  RunOptions options_;
   tools::DeviceBuffer q_, k_, v_, out_, dout_, dq_, dk_, dv_, lse_;
 };
 
@@ -178,6 +177,25 @@ double median(std::vector<double> values) {
 }
 
 }  // namespace
+
+KernelFamily parse_kernel_family(const std::string& name) {
+  for (const KernelFamily family : {KernelFamily::kAuto, KernelFamily::kPortable, KernelFamily::kHopper}) {
+    if (name == kernel_family_name(family)) return family;
+  }
+  throw std::invalid_argument("--kernel-family must be auto, portable or hopper (got '" + name + "')");
+}
+
+const char* kernel_family_name(KernelFamily family) {
+  switch (family) {
+    case KernelFamily::kAuto:
+      return "auto";
+    case KernelFamily::kPortable:
+      return "portable";
+    case KernelFamily::kHopper:
+      return "hopper";
+  }
+  return "unknown";
+}
 
 BenchResult run_config(const BenchConfig& config, DType dtype, const RunOptions& options) {
   BenchResult result;

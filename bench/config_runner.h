@@ -13,8 +13,13 @@ struct RunOptions {
   int warmups = 2;
   int repeats = 10;
   size_t max_shared_memory_per_block = 0;            // ExecutionOptions' cap of every call; 0 = the device's
-  KernelFamily kernel_family = KernelFamily::kAuto;  // of the forward (the backward is portable only)
+  KernelFamily kernel_family = KernelFamily::kAuto;  // of both passes
+  bool deterministic = false;                        // BackwardParams::deterministic of every backward
 };
+
+// The --kernel-family names: "auto", "portable", "hopper".
+KernelFamily parse_kernel_family(const std::string& name);
+const char* kernel_family_name(KernelFamily family);
 
 struct BenchResult {
   BenchConfig config;

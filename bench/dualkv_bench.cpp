@@ -1,10 +1,13 @@
 // dualkv_bench: the CUDA path's forward/backward speed and memory on design section 4's shapes.
 //
 //   dualkv_bench [--configs all|NxP,...] [--dtype fp16|bf16|both] [--repeats 10] [--warmups 2]
-//                [--max-shared-memory BYTES] [--kernel-family auto|portable|hopper] [--json PATH]
+//                [--max-shared-memory BYTES] [--kernel-family auto|portable|hopper] [--deterministic]
+//                [--json PATH]
 //
-// --kernel-family forces the kernel family of both passes (ExecutionOptions::kernel_family); the
-// JSON records it.
+// --kernel-family forces the kernel family of both passes (ExecutionOptions::kernel_family).
+// --deterministic times the deterministic backward (BackwardParams::deterministic: no float
+// atomics, bitwise-identical reruns) instead of the default one. The header above each table and
+// the JSON record both.
 // --max-shared-memory caps the shared memory per block of every call (ExecutionOptions::
 // max_shared_memory_per_block): 101376 times the tiles an sm_86/sm_89 GPU runs. The device line of
 // the table and the JSON says so.
@@ -34,14 +37,7 @@ constexpr int kMinRepeats = 10;
 
 const char* const kUsage =
     "usage: dualkv_bench [--configs all|NxP,...] [--dtype fp16|bf16|both] [--repeats N>=10] [--warmups N] "
-    "[--max-shared-memory BYTES] [--kernel-family auto|portable|hopper] [--json PATH]\n";
-
-dualkv::KernelFamily parse_kernel_family(const std::string& name) {
-  if (name == "auto") return dualkv::KernelFamily::kAuto;
-  if (name == "portable") return dualkv::KernelFamily::kPortable;
-  if (name == "hopper") return dualkv::KernelFamily::kHopper;
-  throw std::invalid_argument("--kernel-family must be auto, portable or hopper (got '" + name + "')");
-}
+    "[--max-shared-memory BYTES] [--kernel-family auto|portable|hopper] [--deterministic] [--json PATH]\n";
 
 bool is_out_of_memory(const std::string& message) {
   return message.find("out of memory") != std::string::npos ||
@@ -69,8 +65,8 @@ int main(int argc, char** argv) {
     const int64_t max_shared_memory = flags.get_int("max-shared-memory", 0);
     if (max_shared_memory < 0) throw std::invalid_argument("--max-shared-memory must be >= 0 (0: the device's limit)");
     options.max_shared_memory_per_block = static_cast<size_t>(max_shared_memory);
-    const std::string kernel_family = flags.get_string("kernel-family", "auto");
-    options.kernel_family = parse_kernel_family(kernel_family);
+    options.kernel_family = parse_kernel_family(flags.get_string("kernel-family", "auto"));
+    options.deterministic = flags.get_switch("deterministic");
     const std::string json = flags.get_string("json", "");
     flags.reject_unknown();
     if (flags.help()) {
@@ -80,7 +76,7 @@ int main(int argc, char** argv) {
     if (options.repeats < kMinRepeats) throw std::invalid_argument("--repeats must be >= 10 (medians of 10+ runs)");
 
     std::vector<BenchResult> results;
-    print_header(std::cout);
+    print_header(std::cout, options);
     for (const dualkv::DType dtype : dtypes) {
       for (const BenchConfig& config : configs) {
         try {
@@ -98,8 +94,8 @@ int main(int argc, char** argv) {
     }
     const std::string device = device_name(options.max_shared_memory_per_block);
     std::cout << "\n" << device << "\n";
-    print_table(std::cout, results);
-    if (!json.empty()) write_json(json, device, kernel_family, results);
+    print_table(std::cout, options, results);
+    if (!json.empty()) write_json(json, device, options, results);
     const bool all_failed =
         std::all_of(results.begin(), results.end(), [](const BenchResult& r) { return !r.failure.empty(); });
     return all_failed ? 1 : 0;

@@ -4,11 +4,13 @@
   python3 bench/report_table.py DUALKV_JSON [DUALKV_JSON ...] BASELINES_JSON
 
 Each dualkv JSON is one kernel family, labelled by its top-level "kernel_family" ("dualkv" where
-it has none). Per configuration and dtype, one line per method (every dualkv family, then every
-baseline): forward ms and TFLOP/s, backward ms and TFLOP/s, forward+backward ms, peak GiB (each
-program's own measure: dualkv_bench the device's high-water mark, baselines.py torch's allocator).
-TFLOP/s count design section 4's useful FLOPs for every method, also for baselines that compute
-more (the N-copy ones): forward 4 d H pairs, backward 2.5x, with
+it has none) and "det" when its top-level "deterministic" is true (a --deterministic run; files
+without the field are from the default mode). Per configuration and dtype, one line per method
+(every dualkv family, then every baseline): forward ms and TFLOP/s, backward ms and TFLOP/s,
+forward+backward ms, peak GiB (each program's own measure: dualkv_bench the device's high-water
+mark, baselines.py torch's allocator). TFLOP/s count design section 4's useful FLOPs for every
+method, also for baselines that compute more (the N-copy ones): forward 4 d H pairs, backward
+2.5x, with
 pairs = P(P+1)/2 + N(RP + R(R+1)/2).
 Each dualkv line ends with its speedup over the fastest composition (cudnn_composition,
 fa4_composition) in forward / backward / forward+backward, each against the composition fastest
@@ -30,12 +32,17 @@ def forward_flops(entry):
     return 4 * entry["d"] * entry["H"] * pairs
 
 
+def run_label(report):
+    """'dualkv', its kernel family, 'det' for a deterministic backward: 'dualkv hopper det'."""
+    words = ["dualkv", report.get("kernel_family"), "det" if report.get("deterministic", False) else None]
+    return " ".join(word for word in words if word)
+
+
 def collect(dualkv_reports, baselines_report):
     """{(config, dtype): {method: entry}}, every entry with "status" ("ok" when timed) and fb_ms."""
     groups = {}
     for path, report in dualkv_reports:
-        family = report.get("kernel_family")
-        label = f"dualkv {family}" if family else "dualkv"
+        label = run_label(report)
         for entry in report["results"]:
             group = groups.setdefault((entry["config"], DTYPE_SHORT.get(entry["dtype"], entry["dtype"])), {})
             name = label if label not in group else f"{label} ({path})"
@@ -68,7 +75,7 @@ def main():
         baselines_report = json.load(f)
 
     for path, report in dualkv_reports:
-        print(f"dualkv {report.get('kernel_family', '')}: {path} on {report['device']}")
+        print(f"{run_label(report)}: {path} on {report['device']}")
     print(f"baselines: {sys.argv[-1]} on {baselines_report['device']} (torch {baselines_report['torch']})")
     print(f"  {'method':<24} {'fwd ms':>9} {'fwd TF/s':>8} {'bwd ms':>9} {'bwd TF/s':>8} {'f+b ms':>9} "
           f"{'peak GiB':>8}  speedup over the fastest composition: fwd / bwd / f+b")

@@ -77,7 +77,7 @@ std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
     const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
     const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
-    std::optional<double> softmax_scale, bool deterministic, void* stream) {
+    std::optional<double> softmax_scale, bool deterministic, c10::string_view kernel_family, void* stream) {
   return translate_errors([&] {
     const std::shared_ptr<const Layout> layout = layout_of_call(cu_seqlens, cu_groups);
     const at::Tensor dout_in = in_viewable_layout(dout);
@@ -103,6 +103,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
     params.softmax_scale = resolve_softmax_scale(softmax_scale, params.q.head_dim);
     params.deterministic = deterministic;
     params.options = execution_options(stream);
+    params.options.kernel_family = parse_kernel_family(kernel_family);
     const at::Tensor workspace =
         attach_workspace(backward_workspace_bytes(*layout, params), q_in.device(), params.options);
 

@@ -16,7 +16,8 @@ namespace dualkv::torch_binding {
 //                           -> (Tensor out, Tensor lse)
 // `deterministic` does not affect the forward pass; it is an argument so that the autograd
 // formula registered in Python can hand it to the backward operator. kernel_family: "auto",
-// "portable" or "hopper" (ExecutionOptions::kernel_family; ignored on the CPU).
+// "portable" or "hopper" (ExecutionOptions::kernel_family; checked, then ignored on the CPU);
+// autograd hands it to the backward operator too.
 std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                      const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
                                                      std::optional<double> softmax_scale,
@@ -24,10 +25,12 @@ std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const 
 
 // Schema: attention_backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse,
 //                            Tensor cu_seqlens, Tensor cu_groups, float? softmax_scale,
-//                            bool deterministic) -> (Tensor dq, Tensor dk, Tensor dv)
+//                            bool deterministic, str kernel_family="auto")
+//                            -> (Tensor dq, Tensor dk, Tensor dv)
+// kernel_family as in attention_forward.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
     const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
     const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
-    std::optional<double> softmax_scale, bool deterministic, void* stream);
+    std::optional<double> softmax_scale, bool deterministic, c10::string_view kernel_family, void* stream);
 
 }  // namespace dualkv::torch_binding

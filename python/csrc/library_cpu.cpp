@@ -21,8 +21,8 @@ std::tuple<at::Tensor, at::Tensor> attention_forward_cpu(const at::Tensor& q, co
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cpu(
     const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
     const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
-    std::optional<double> softmax_scale, bool deterministic) {
-  return attention_backward(dout, q, k, v, out, lse, cu_seqlens, cu_groups, softmax_scale, deterministic,
+    std::optional<double> softmax_scale, bool deterministic, c10::string_view kernel_family) {
+  return attention_backward(dout, q, k, v, out, lse, cu_seqlens, cu_groups, softmax_scale, deterministic, kernel_family,
                             /*stream=*/nullptr);
 }
 
@@ -36,8 +36,8 @@ TORCH_LIBRARY(dualkv, m) {
       {at::Tag::pt2_compliant_tag});
   m.def(
       "attention_backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
-      "Tensor cu_seqlens, Tensor cu_groups, float? softmax_scale, bool deterministic) -> "
-      "(Tensor dq, Tensor dk, Tensor dv)",
+      "Tensor cu_seqlens, Tensor cu_groups, float? softmax_scale, bool deterministic, "
+      "str kernel_family=\"auto\") -> (Tensor dq, Tensor dk, Tensor dv)",
       {at::Tag::pt2_compliant_tag});
 }
 

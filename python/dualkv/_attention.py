@@ -35,11 +35,10 @@ def attention(
     and k is in the group's prompt or in q's own segment.
 
     softmax_scale: defaults to 1 / sqrt(d). deterministic: a backward pass whose results are
-    bitwise reproducible on CUDA (the CPU path always is). kernel_family: the CUDA forward's
-    kernels: "auto" (the Hopper kernels on an H100/H200 when they cover the call, the portable
-    ones otherwise), "portable" or "hopper" (an error where it cannot run); the backward has the
-    portable kernels only; ignored on the CPU. Bad input raises ValueError naming the argument and
-    the rule it broke.
+    bitwise reproducible on CUDA (the CPU path always is). kernel_family: the CUDA kernels of the
+    forward and of its backward: "auto" (the Hopper kernels on an H100/H200 when they cover the
+    call, the portable ones otherwise), "portable" or "hopper" (an error where it cannot run);
+    ignored on the CPU. Bad input raises ValueError naming the argument and the rule it broke.
     """
     out, _ = attention_with_lse(
         q, k, v, layout, softmax_scale=softmax_scale, deterministic=deterministic, kernel_family=kernel_family
@@ -110,17 +109,20 @@ def _attention_forward_fake(q, k, v, cu_seqlens, cu_groups, softmax_scale, deter
 
 
 @torch.library.register_fake("dualkv::attention_backward")
-def _attention_backward_fake(dout, q, k, v, out, lse, cu_seqlens, cu_groups, softmax_scale, deterministic):
+def _attention_backward_fake(
+    dout, q, k, v, out, lse, cu_seqlens, cu_groups, softmax_scale, deterministic, kernel_family="auto"
+):
     _check_fake_devices(q, cu_seqlens, cu_groups, dout=dout, k=k, v=v, out=out, lse=lse)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic, _kernel_family = inputs
+    q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic, kernel_family = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_seqlens, cu_groups)
     ctx.softmax_scale = softmax_scale
     ctx.deterministic = deterministic
+    ctx.kernel_family = kernel_family
     # The backward kernel has no input for a gradient of lse; marking it keeps a caller from
     # silently losing one.
     ctx.mark_non_differentiable(lse)
@@ -129,7 +131,7 @@ def _setup_context(ctx, inputs, output) -> None:
 def _backward(ctx, grad_out, grad_lse):
     q, k, v, out, lse, cu_seqlens, cu_groups = ctx.saved_tensors
     dq, dk, dv = torch.ops.dualkv.attention_backward(
-        grad_out, q, k, v, out, lse, cu_seqlens, cu_groups, ctx.softmax_scale, ctx.deterministic
+        grad_out, q, k, v, out, lse, cu_seqlens, cu_groups, ctx.softmax_scale, ctx.deterministic, ctx.kernel_family
     )
     return dq, dk, dv, None, None, None, None, None
 

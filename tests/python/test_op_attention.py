@@ -234,21 +234,30 @@ def test_offsets_changed_in_place_are_not_served_from_the_cache(device, dtype, m
     assert_close_to_reference(changed.cpu(), expected, dtype)
 
 
+@pytest.mark.parametrize("deterministic", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @NEEDS_GPU
-def test_each_kernel_family_matches_the_reference(dtype, make_qkv):
-    """The forward of each CUDA kernel family, forced through kernel_family, against the dense-mask
-    reference; a family this GPU lacks (Hopper off compute capability 9.0) is an error naming it."""
+def test_each_kernel_family_matches_the_reference(dtype, deterministic, make_qkv, generator):
+    """The forward and backward of each CUDA kernel family, forced through kernel_family (autograd
+    hands it to the backward), against the dense-mask reference; a family this GPU lacks (Hopper
+    off compute capability 9.0) is an error naming it."""
     prompt_lens, response_lens = LAYOUTS["three_groups_ragged"]
     layout = dualkv.Layout.from_lengths(prompt_lens, response_lens)
-    q, k, v = (t.detach().cuda() for t in make_qkv(layout.num_tokens, HEADS, 2, HEAD_DIM, dtype))
+    q, k, v = (t.detach().cuda().requires_grad_() for t in make_qkv(layout.num_tokens, HEADS, 2, HEAD_DIM, dtype))
+    dout = torch.randn(q.shape, generator=generator, dtype=torch.float64).to(dtype)
+    q64, k64, v64 = as_float64_leaf(q), as_float64_leaf(k), as_float64_leaf(v)
     mask = visibility_mask(prompt_lens, response_lens)
-    expected_out, expected_lse = dense_reference(q.cpu().double(), k.cpu().double(), v.cpu().double(), mask, HEAD_DIM**-0.5)
+    expected_out, expected_lse = dense_reference(q64, k64, v64, mask, HEAD_DIM**-0.5)
+    expected_out.backward(dout.double())
     for family in ("portable", "hopper"):
         if family == "hopper" and torch.cuda.get_device_capability() != (9, 0):
             with pytest.raises(ValueError, match="kernel_family"):
                 dualkv.attention(q, k, v, layout, kernel_family=family)
             continue
-        out, lse = dualkv.attention_with_lse(q, k, v, layout, kernel_family=family)
+        q.grad = k.grad = v.grad = None
+        out, lse = dualkv.attention_with_lse(q, k, v, layout, deterministic=deterministic, kernel_family=family)
+        out.backward(dout.cuda())
         assert_close_to_reference(out.cpu(), expected_out, dtype)
         assert_close_to_reference(lse.cpu(), expected_lse, torch.float32)
+        for actual, expected in ((q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
+            assert_close_to_reference(actual.cpu(), expected, dtype)

@@ -167,6 +167,11 @@ def test_all_meta_tensors_give_shapes_for_tracing(qkv, layout):
 def test_unknown_kernel_family_is_an_error_naming_it(qkv, layout):
     with pytest.raises(ValueError, match="kernel_family"):
         dualkv.attention(*qkv, layout, kernel_family="sm90")
-    # The operator itself checks too (callers of torch.ops.dualkv skip the Python wrapper).
+    # Both operators check too (callers of torch.ops.dualkv skip the Python wrapper), also on the
+    # CPU, which ignores a valid family.
+    offsets = (layout.cu_seqlens, layout.cu_groups)
     with pytest.raises(ValueError, match=names("kernel_family")):
-        torch.ops.dualkv.attention_forward(*qkv, layout.cu_seqlens, layout.cu_groups, None, False, "sm90")
+        torch.ops.dualkv.attention_forward(*qkv, *offsets, None, False, "sm90")
+    out, lse = torch.ops.dualkv.attention_forward(*qkv, *offsets, None, False)
+    with pytest.raises(ValueError, match=names("kernel_family")):
+        torch.ops.dualkv.attention_backward(out, *qkv, out, lse, *offsets, None, False, "sm90")

@@ -3,6 +3,7 @@ AOT dispatch) and torch.compile(fullgraph=True) of code that calls dualkv.attent
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import dualkv
 
@@ -47,8 +48,43 @@ def test_opcheck_backward(device, dtype, layout, inputs, generator):
     dout = torch.randn(out.shape, generator=generator).to(device, dtype)
     torch.library.opcheck(
         torch.ops.dualkv.attention_backward.default,
-        (dout, q, k, v, out, lse, layout.cu_seqlens, layout.cu_groups, None, True),
+        (dout, q, k, v, out, lse, layout.cu_seqlens, layout.cu_groups, None, True, "portable"),
     )
+
+
+def test_both_operators_take_kernel_family_with_one_default():
+    def kernel_family(operator):
+        (argument,) = [a for a in operator.default._schema.arguments if a.name == "kernel_family"]
+        return str(argument.type), argument.default_value
+
+    forward, backward = torch.ops.dualkv.attention_forward, torch.ops.dualkv.attention_backward
+    assert kernel_family(forward) == kernel_family(backward) == ("str", "auto")
+
+
+class _RecordBackwardCalls(TorchDispatchMode):
+    """The arguments, by name, of every attention_backward call made while the mode is active
+    (the dispatcher drops trailing arguments equal to their defaults, so those are filled in)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.dualkv.attention_backward.default:
+            schema = func._schema.arguments
+            defaults = {a.name: a.default_value for a in schema if a.has_default_value()}
+            self.calls.append({**defaults, **dict(zip([a.name for a in schema], args)), **(kwargs or {})})
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("kernel_family", ["auto", "portable", "hopper"])
+def test_autograd_hands_kernel_family_to_the_backward(kernel_family, layout, inputs):
+    """What the CUDA backward runs with; the CPU ignores the family, so its call is inspected."""
+    out = dualkv.attention(*inputs, layout, deterministic=True, kernel_family=kernel_family)
+    with _RecordBackwardCalls() as recorded:
+        out.sum().backward()
+    (call,) = recorded.calls
+    assert (call["deterministic"], call["kernel_family"]) == (True, kernel_family)
 
 
 def test_lse_is_not_differentiable(layout, inputs):

@@ -65,6 +65,14 @@ std::string Flags::get_string(const std::string& name, const std::string& fallba
   return value_of(name).value_or(fallback);
 }
 
+bool Flags::get_switch(const std::string& name) {
+  known_.push_back(name);
+  const auto it = values_.find(name);
+  if (it == values_.end()) return false;
+  if (it->second) throw std::invalid_argument("flag --" + name + " takes no value, got '" + *it->second + "'");
+  return true;
+}
+
 void Flags::reject_unknown() const {
   for (const auto& [name, value] : values_) {
     if (std::find(known_.begin(), known_.end(), name) == known_.end()) {
