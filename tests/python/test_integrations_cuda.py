@@ -12,7 +12,7 @@ import torch
 import dualkv
 
 pytestmark = pytest.mark.skipif(
-    not torch.cuda.is_available() or not dualkv.cuda_compiled, reason="needs a GPU and dualkv's CUDA kernels"
+    not torch.cuda.is_available() or not dualkv.cuda_compiled(), reason="needs a GPU and dualkv's CUDA kernels"
 )
 
 HEAD_DIM = 64
