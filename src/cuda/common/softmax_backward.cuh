@@ -42,37 +42,61 @@ __device__ __forceinline__ void softmax_backward(Scores& s, Scores& ds, const Co
 }
 
 // The two halves of softmax_backward, for kernels that compute the probabilities while the dP
-// GEMM still runs: S -> P = exp(scale * S - LSE) in place, unmasked, from the LSE times log2(e) ...
+// GEMM still runs. The per-query statistics (LSE, D) come as query_stats: either read into
+// registers where the call stands (so their shared-memory loads can be issued before the waits for
+// the GEMMs), or a view that reads them where they are used (fewer live registers).
+template <int kQueryMode, typename Scores>
+constexpr int kTileQueries = decltype(cute::size<kQueryMode>(Scores{}.layout()))::value;
+
 template <int kQueryMode, typename Scores, typename Coords>
-__device__ __forceinline__ void softmax_probabilities(Scores& s, const Coords& rc, const float* lse_log2,
-                                                      float scale_log2) {
-  constexpr int kQueries = decltype(cute::size<kQueryMode>(s))::value;
+struct SharedQueryStats {
+  const float* stats;
+  const Coords& rc;
+  static constexpr int size() { return kTileQueries<kQueryMode, Scores>; }
+  // stats[this thread's q-th query (row if kQueryMode is 0, else column)]
+  __device__ __forceinline__ float operator[](int q) const {
+    return stats[cute::get<kQueryMode>(kQueryMode == 0 ? rc(q, 0) : rc(0, q))];
+  }
+};
+
+template <bool kToRegisters, int kQueryMode, typename Scores, typename Coords>
+__device__ __forceinline__ auto query_stats(const Coords& rc, const float* stats) {
+  const SharedQueryStats<kQueryMode, Scores, Coords> view{stats, rc};
+  if constexpr (kToRegisters) {
+    cute::array<float, view.size()> values;
+    CUTE_UNROLL
+    for (int q = 0; q < view.size(); ++q) values[q] = view[q];
+    return values;
+  } else {
+    return view;
+  }
+}
+
+// S -> P = exp(scale * S - LSE) in place, unmasked, from the LSE times log2(e) per query ...
+template <int kQueryMode, typename Scores, typename Stats>
+__device__ __forceinline__ void softmax_probabilities(Scores& s, const Stats& lse_log2, float scale_log2) {
   constexpr int kKeys = decltype(cute::size<1 - kQueryMode>(s))::value;
   CUTE_UNROLL
-  for (int q = 0; q < kQueries; ++q) {
-    const float query_lse = lse_log2[cute::get<kQueryMode>(kQueryMode == 0 ? rc(q, 0) : rc(0, q))];
+  for (int q = 0; q < int(lse_log2.size()); ++q) {
     CUTE_UNROLL
     for (int k = 0; k < kKeys; ++k) {
       float& score = kQueryMode == 0 ? s(q, k) : s(k, q);
-      score = exp2_approx(score * scale_log2 - query_lse);
+      score = exp2_approx(score * scale_log2 - lse_log2[q]);
     }
   }
 }
 
 // ... then dP -> dS = P * (dP - D) in place, once dP has landed.
-template <int kQueryMode, typename Scores, typename Coords>
-__device__ __forceinline__ void softmax_score_gradients(const Scores& p, Scores& ds, const Coords& rc,
-                                                        const float* delta) {
-  constexpr int kQueries = decltype(cute::size<kQueryMode>(p))::value;
+template <int kQueryMode, typename Scores, typename Stats>
+__device__ __forceinline__ void softmax_score_gradients(const Scores& p, Scores& ds, const Stats& delta) {
   constexpr int kKeys = decltype(cute::size<1 - kQueryMode>(p))::value;
   CUTE_UNROLL
-  for (int q = 0; q < kQueries; ++q) {
-    const float query_delta = delta[cute::get<kQueryMode>(kQueryMode == 0 ? rc(q, 0) : rc(0, q))];
+  for (int q = 0; q < int(delta.size()); ++q) {
     CUTE_UNROLL
     for (int k = 0; k < kKeys; ++k) {
       const int row = kQueryMode == 0 ? q : k;
       const int col = kQueryMode == 0 ? k : q;
-      ds(row, col) = p(row, col) * (ds(row, col) - query_delta);
+      ds(row, col) = p(row, col) * (ds(row, col) - delta[q]);
     }
   }
 }

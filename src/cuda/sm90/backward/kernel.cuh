@@ -7,23 +7,27 @@
 // no per-head copies.
 //
 // Warp roles (kThreads = 128 + 256):
-//   warpgroup 0, producer: one elected thread issues every TMA load -- K and V once, then per step
-//     the Q tile with its LSE and the dO tile with its D; setmaxnreg lowers its registers.
+//   warpgroup 0, producer (setmaxnreg lowers its registers): thread 0 issues every TMA load -- K
+//     and V once, then per step the Q tile with its LSE and the dO tile with its D. Atomic mode:
+//     warp 1 is the dQ warp: per step it waits for each consumer warpgroup's dQ block, issues its
+//     TMA reduction into the fp32 accumulator, waits for the reduction to read the block and
+//     hands it back, so the consumers never wait on the reduction themselves.
 //   warpgroups 1 and 2, consumers: warpgroup w owns keys [64 (w - 1), 64 w) of the tile. Per step:
 //     S^T = K Q^T and dP^T = V dO^T (wgmma, shared operands), then P^T and dS^T in registers
 //     (masked only on boundary steps), dV += P^T dO and dK += dS^T Q (wgmma, P^T and dS^T straight
 //     from registers). Atomic mode: dS^T to shared memory, one barrier of both consumer
-//     warpgroups, dQ = dS K (wgmma over all 128 keys, a 64 x 64 block per warpgroup), scaled into
-//     shared memory and added to the fp32 dQ accumulator by a TMA reduction (cp.reduce.async.bulk)
-//     while the next step runs.
+//     warpgroups, dQ = dS K (wgmma over all 128 keys, a 64 x 64 block per warpgroup) into shared
+//     memory, for the dQ warp to add to the fp32 dQ accumulator by a TMA reduction
+//     (cp.reduce.async.bulk) while the next step runs.
 //
 // Pipeline: K and V on one transaction barrier; Q+LSE and dO+D (TMA tile + bulk copy of the
 // workspace's stats rows) each through kStages buffers of CUTLASS's PipelineTmaAsync (full: TMA
 // transaction bytes; empty: every consumer thread), so the producer loads step i + 1 while step i
 // computes. The dS buffers alternate between steps: a warpgroup writes buffer b at step i + 2 only
 // after passing step i + 1's dS barrier, which the other warpgroup reaches only after its step-i
-// dQ GEMM (the last reader of b) has completed. The dQ buffer is reused once the issuing thread's
-// previous reduction has read it (cp.async.bulk.wait_group.read).
+// dQ GEMM (the last reader of b) has completed. A warpgroup's dQ block is rewritten only after
+// the dQ warp has seen the previous reduction read it (cp.async.bulk.wait_group.read) and arrived
+// on the block's empty barrier.
 //
 // Rows of other segments: TMA loads whole boxes, so a boundary tile holds rows of the next
 // segment (possibly NaN). Their probabilities and score gradients are set (not multiplied) to 0,
@@ -54,8 +58,8 @@ namespace dualkv::detail::sm90 {
 enum BackwardBarrier : uint32_t {
   kZeroedRowsBarrier = 0,  // both consumer warpgroups: rows zeroed, visible to the async proxy
   kDsWrittenBarrier = 1,   // both consumer warpgroups: the step's dS is in shared memory
-  kDqFreeBarrier = 2,      // + warpgroup: its dQ block's previous reduction has read the buffer
-  kDqWrittenBarrier = 4,   // + warpgroup: its dQ block is in shared memory
+  kDqEmptyBarrier = 2,     // + warpgroup, with the dQ warp: the block's previous reduction has read it
+  kDqFullBarrier = 4,      // + warpgroup, with the dQ warp: the block is in shared memory
 };
 
 // The key tile and KV head of this CTA.
@@ -192,6 +196,50 @@ __device__ __forceinline__ void zero_dq_rows_past(Accumulator& acc, int warpgrou
   }
 }
 
+// A consumer warpgroup and the dQ warp meet at the dQ block's barriers.
+constexpr uint32_t kDqHandoffThreads = 128 + 32;
+
+// The dQ warp (atomic mode): per step, each consumer warpgroup's dQ block, once written, goes to
+// the fp32 accumulator by TMA reductions issued by lane 0; the blocks are handed back once the
+// reductions have read them. Every block starts free; the last step's blocks are not handed back
+// (no consumer waits for them), so each barrier sees as many arrivals as waits.
+template <typename Config>
+__device__ void reduce_dq_blocks(const BackwardTmaParams& params, typename Config::SharedStorage& shared) {
+  const BackwardKernelParams& p = params.base;
+  const KeyTileWork work(p, Config::kBlockN);
+  const bool leader = threadIdx.x % 32 == 0;
+  const auto hand_back = [] {
+    CUTE_UNROLL
+    for (int warpgroup = 0; warpgroup < Config::kConsumerWarpgroups; ++warpgroup) {
+      cutlass::arch::NamedBarrier::arrive(kDqHandoffThreads, kDqEmptyBarrier + warpgroup);
+    }
+  };
+  hand_back();
+  const QueryWalk walk =
+      QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, Config::kBlockM);
+  for (QueryStep step = walk.first; !walk.done(step);) {
+    CUTE_UNROLL
+    for (int warpgroup = 0; warpgroup < Config::kConsumerWarpgroups; ++warpgroup) {
+      cutlass::arch::NamedBarrier::sync(kDqHandoffThreads, kDqFullBarrier + warpgroup);
+      if (leader) {
+        const int first_row = Config::kDqWarpgroupsAlongM == 1 ? 0 : 64 * warpgroup;
+        const int first_column = Config::kDqWarpgroupsAlongM == 1 ? 64 * warpgroup : 0;
+        CUTE_UNROLL
+        for (int column = first_column; column < first_column + 64; column += Config::kDqPanelColumns) {
+          cute::SM90_TMA_REDUCE_ADD_3D::copy(&params.dq_accum_map,
+                                             shared.dq + dq_shared_offset<Config>(first_row, column), column,
+                                             step.begin + first_row, step.head);
+        }
+        cute::tma_store_arrive();
+      }
+    }
+    if (leader) cute::tma_store_wait<0>();
+    __syncwarp();
+    walk.advance(step);
+    if (!walk.done(step)) hand_back();
+  }
+}
+
 template <typename Config, bool kAccumulateDq>
 __device__ void consume_backward(const BackwardTmaParams& params, typename Config::SharedStorage& shared,
                                  typename Config::Pipeline& q_pipeline, typename Config::Pipeline& do_pipeline) {
@@ -289,12 +337,19 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     // pass on boundary steps (masking inside the math put ~15 predicated instructions per score
     // on every step).
     const int stats_skip = step.begin & 3;  // stats_row starts up to 3 queries early
+    // LSE and D are loaded before the waits for S and dP (their loads then overlap the GEMMs) when a
+    // thread holds 16 queries; with 128-query steps (head_dim 64) it holds 32 and that spills, so
+    // there they are read where they are used.
+    constexpr bool kEarlyStats = kBlockM == 64;
+    const auto lse_log2 =
+        query_stats<kEarlyStats, 1, decltype(s_rc)>(score_coords_rc, shared.lse_log2[q_stage] + stats_skip);
     warpgroup_wait<1>();
     warpgroup_fence_operand(acc_s);
-    softmax_probabilities<1>(s_rc, score_coords_rc, shared.lse_log2[q_stage] + stats_skip, scale_log2);
+    softmax_probabilities<1>(s_rc, lse_log2, scale_log2);
+    const auto delta = query_stats<kEarlyStats, 1, decltype(s_rc)>(score_coords_rc, shared.delta[do_stage] + stats_skip);
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_dp);
-    softmax_score_gradients<1>(s_rc, dp_rc, score_coords_rc, shared.delta[do_stage] + stats_skip);
+    softmax_score_gradients<1>(s_rc, dp_rc, delta);
     if (needs_mask) zero_invisible(s_rc, dp_rc, score_coords_rc, visible);
 
     Tensor probabilities = convert_fragment<Element>(acc_s);
@@ -315,25 +370,15 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
       do_pipeline.consumer_release(do_state);
       warpgroup_gemm<false, 1>(mma_kv, tKVrdS, tKVrQt(_, _, _, q_stage), acc_dk);
 
-      // dQ block to shared memory (scaled), then one thread of the warpgroup adds it to dq_accum.
-      if (warpgroup_thread == 0) cute::tma_store_wait<0>();
-      cutlass::arch::NamedBarrier::sync(128, kDqFreeBarrier + warpgroup);
+      // dQ block to shared memory, for the dQ warp to add to dq_accum.
+      cutlass::arch::NamedBarrier::sync(kDqHandoffThreads, kDqEmptyBarrier + warpgroup);
       const int first_row = Config::kDqWarpgroupsAlongM == 1 ? 0 : 64 * warpgroup;
       const int first_column = Config::kDqWarpgroupsAlongM == 1 ? 64 * warpgroup : 0;
       static_assert(decltype(size(acc_dq))::value == 32, "write_dq_block takes one 64 x 64 block per warpgroup");
       if (query_rows < kBlockM) zero_dq_rows_past(acc_dq, warpgroup_thread, first_row, query_rows);
       write_dq_block<Config>(dq_base, acc_dq, warpgroup_thread, first_row, first_column);
       cutlass::arch::fence_view_async_shared();
-      cutlass::arch::NamedBarrier::sync(128, kDqWrittenBarrier + warpgroup);
-      if (warpgroup_thread == 0) {
-        CUTE_UNROLL
-        for (int column = first_column; column < first_column + 64; column += Config::kDqPanelColumns) {
-          cute::SM90_TMA_REDUCE_ADD_3D::copy(&params.dq_accum_map,
-                                             shared.dq + dq_shared_offset<Config>(first_row, column), column,
-                                             step.begin + first_row, step.head);
-        }
-        cute::tma_store_arrive();
-      }
+      cutlass::arch::NamedBarrier::arrive(kDqHandoffThreads, kDqFullBarrier + warpgroup);
       ds_stage ^= 1;
       warpgroup_wait<0>();
       q_pipeline.consumer_release(q_state);
@@ -347,7 +392,6 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     ++do_state;
   }
   warpgroup_wait<0>();
-  if (kAccumulateDq && warpgroup_thread == 0) cute::tma_store_wait<0>();  // reads of shared dQ finish before exit
 
   // Epilogue: dK = scale * sum dS^T Q and dV = sum P^T dO as column pairs, rows inside the segment.
   Tensor out_coords = slice_kv.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
@@ -380,7 +424,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   auto do_pipeline = make_tma_pipeline<Config>(shared.do_pipeline, Config::kQueryStageBytes);
   if (threadIdx.x == 0) cutlass::arch::ClusterTransactionBarrier::init(&shared.kv_full, 1);
   run_warp_specialized<Config>(
-      [&] { produce_backward<Config>(params, shared, q_pipeline, do_pipeline); },
+      [&] {
+        if (threadIdx.x == 0) produce_backward<Config>(params, shared, q_pipeline, do_pipeline);
+        if (kAccumulateDq && threadIdx.x / 32 == 1) reduce_dq_blocks<Config>(params, shared);
+      },
       [&] { consume_backward<Config, kAccumulateDq>(params, shared, q_pipeline, do_pipeline); });
 }
 

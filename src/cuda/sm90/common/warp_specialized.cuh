@@ -38,15 +38,16 @@ __device__ __forceinline__ typename Config::Pipeline make_tma_pipeline(
   return typename Config::Pipeline(storage, params, cute::Shape<cute::_1, cute::_1, cute::_1>{});
 }
 
-// After every barrier is initialised (by thread 0): `produce` on thread 0 with the producer
-// warpgroup's registers lowered, `consume` on every consumer thread with theirs raised.
+// After every barrier is initialised (by thread 0): `produce` on every thread of the producer
+// warpgroup (a kernel picks the threads that work: thread 0 issues the loads) with its registers
+// lowered, `consume` on every consumer thread with theirs raised.
 template <typename Config, typename Produce, typename Consume>
 __device__ __forceinline__ void run_warp_specialized(const Produce& produce, const Consume& consume) {
   cutlass::arch::fence_barrier_init();
   __syncthreads();
   if (is_producer_warpgroup()) {
     cutlass::arch::warpgroup_reg_dealloc<Config::kProducerRegisters>();
-    if (threadIdx.x == 0) produce();
+    produce();
   } else {
     cutlass::arch::warpgroup_reg_alloc<Config::kConsumerRegisters>();
     consume();
