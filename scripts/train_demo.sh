@@ -22,7 +22,7 @@ if [[ "${DUALKV_DEVICE:-}" != cpu ]] && command -v nvidia-smi >/dev/null 2>&1 &&
 fi
 
 importable() { "$python" -c "$1" >/dev/null 2>&1; }
-has_cuda_kernels='import sys, dualkv; sys.exit(0 if dualkv.cuda_compiled else 1)'
+has_cuda_kernels='import sys, dualkv; sys.exit(0 if dualkv.cuda_compiled() else 1)'
 
 install() {
   if [[ "${DUALKV_NO_INSTALL:-0}" == 1 ]]; then

@@ -15,8 +15,8 @@ enum class Accumulation : int { kFloat32, kFloat64 };
 // compute capability 9.0 GPU when the build has them and they cover the call's dtype and
 // head_dim, the portable kernels (mma.sync, sm_80+) otherwise. kPortable and kHopper force one
 // family, so one GPU can test both; a forced family the build or the device lacks is an Error
-// naming options.kernel_family. Only the forward has a Hopper kernel so far: a backward asked for
-// kHopper is that Error too, and kAuto runs the portable backward.
+// naming options.kernel_family. Both directions have both families; the deterministic backward
+// runs the Hopper KV kernel and the portable query-major dQ kernel.
 enum class KernelFamily : int { kAuto, kPortable, kHopper };
 
 // Execution options shared by both directions.

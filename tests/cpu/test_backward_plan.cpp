@@ -230,8 +230,8 @@ TEST(BackwardPlan, WorkspaceAndPlansStayWithinHalfTheTensors) {
           const int64_t heads = kv_heads * group_size;
           const double tensor_bytes = tokens * (4.0 * heads + 4.0 * kv_heads) * head_dim * 2 /*16-bit*/;
           for (bool deterministic : {false, true}) {
-            const BackwardWorkspace ws =
-                plan_backward_workspace(layout.total_tokens(), heads, head_dim, deterministic, /*stores_lse_log2=*/true);
+            const BackwardWorkspace ws = plan_backward_workspace(layout.total_tokens(), heads, head_dim, deterministic,
+                                                                 /*stores_lse_log2=*/true);
             const double plan_bytes =
                 forward_plan_bytes + backward_plan_image(layout, 128, 64, deterministic ? 64 : 0).bytes().size();
             const double fixed_bytes = (kStatsReadSlack + 2 * 3 * heads) * sizeof(float) + 16;

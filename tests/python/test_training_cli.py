@@ -50,3 +50,15 @@ def test_compare_command_shows_equal_packed_and_ncopy_updates(capsys):
     assert result["packed_grad_norm"] == pytest.approx(result["ncopy_grad_norm"], rel=1e-4)
     assert result["max_gradient_error"] <= 1e-3
     assert "fewer" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(__import__("dualkv").cuda_compiled(), reason="checks the CPU-only build's refusal")
+def test_command_line_refuses_cuda_without_dualkvs_cuda_kernels(tmp_path):
+    groups = rollouts()
+    write_rollouts(tmp_path / "rollouts.jsonl", records(groups))
+    result = subprocess.run(
+        [sys.executable, "-m", "dualkv.training", "--rollouts", str(tmp_path / "rollouts.jsonl"), "--device", "cuda"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode != 0
+    assert "requested (--device): cuda needs dualkv built with its CUDA kernels" in result.stderr

@@ -24,7 +24,7 @@ from dualkv.training import (
 from dualkv.training.models import build_model
 
 pytestmark = pytest.mark.skipif(
-    torch.cuda.device_count() < 2 or not dualkv.cuda_compiled, reason="needs 2 GPUs and dualkv's CUDA kernels"
+    torch.cuda.device_count() < 2 or not dualkv.cuda_compiled(), reason="needs 2 GPUs and dualkv's CUDA kernels"
 )
 
 LEARNING_RATE = 0.5

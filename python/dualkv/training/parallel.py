@@ -49,8 +49,8 @@ def init_distributed(requested: str | None) -> torch.device:
     """Initialises the default process group: torchrun's environment when present (NCCL on GPUs,
     gloo on CPUs), else a one-process group (FSDP2 needs one even alone). `requested` is "cpu",
     "cuda" or None (cuda when a GPU and dualkv's CUDA kernels are there). Returns this rank's device."""
-    use_cuda = requested == "cuda" or (requested is None and torch.cuda.is_available() and dualkv.cuda_compiled)
-    if use_cuda and not dualkv.cuda_compiled:
+    use_cuda = requested == "cuda" or (requested is None and torch.cuda.is_available() and dualkv.cuda_compiled())
+    if use_cuda and not dualkv.cuda_compiled():
         raise ValueError(
             "requested (--device): cuda needs dualkv built with its CUDA kernels (DUALKV_CUDA=1 pip install .)"
         )

@@ -23,7 +23,7 @@ struct BackwardKernelParams {
   float* delta;     // (H, T) in rows of stats_row_stride floats, written by the preprocess kernel
   float* lse_log2;  // the forward's LSE times log2(e), in delta's layout (Hopper kernel only; else nullptr)
   int64_t stats_row_stride;
-  float* dq_accum;  // (H, T, d) contiguous fp32; nullptr when deterministic
+  float* dq_accum;       // (H, T, d) contiguous fp32; nullptr when deterministic
   float dq_accum_scale;  // the convert pass's factor: 1 if the KV kernel scaled its dQ sums, else softmax_scale
   const int32_t* cu_seqlens;
   const TileWork* key_tiles;

@@ -103,7 +103,7 @@ struct BackwardConfig {
     alignas(1024) Element q[cute::cosize_v<SmemLayoutQuery>];
     alignas(1024) Element dout[cute::cosize_v<SmemLayoutQuery>];
     alignas(1024) Element ds[cute::cosize_v<SmemLayoutDs>];
-    alignas(1024) float dq[kBlockM * kHeadDim];    // kHeadDim / 32 panels of (kBlockM x 32), swizzled
+    alignas(1024) float dq[kBlockM * kHeadDim];         // kHeadDim / 32 panels of (kBlockM x 32), swizzled
     alignas(16) float lse_log2[kStages][kStatsFloats];  // from the 16-byte aligned row start at or before the tile
     alignas(16) float delta[kStages][kStatsFloats];
     typename Pipeline::SharedStorage q_pipeline;   // Q tile + its LSE

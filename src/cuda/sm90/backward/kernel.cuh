@@ -157,12 +157,13 @@ __device__ __forceinline__ int dq_shared_offset(int row, int column) {
   return column / kPanel * (Config::kBlockM * kPanel) + row * kPanel + (((within / 4) ^ (row % 8)) * 4) + within % 4;
 }
 
-// Writes a warpgroup's 64 x 64 dQ block (unscaled: the convert pass applies the softmax scale) into the shared dQ tile at (first_row,
-// first_column) (multiples of 64). The block is a wgmma accumulator (sm90/common/fragments.cuh):
-// value 4 j + 2 h + e of thread t is row 16 (t / 32) + (t % 32) / 4 + 8 h, column 8 j + 2 (t % 4)
-// + e. All 16 stores of a thread share its row % 8, so their swizzled addresses are the thread's
-// (j = 0, h = 0) address with the chunk bits XORed by 2 (j % 4) and the panel and row offsets
-// added: one register and immediates, no per-store arithmetic.
+// Writes a warpgroup's 64 x 64 dQ block into the shared dQ tile at (first_row, first_column)
+// (multiples of 64), unscaled: the convert pass applies the softmax scale. The block is a wgmma
+// accumulator (sm90/common/fragments.cuh): value 4 j + 2 h + e of thread t is row
+// 16 (t / 32) + (t % 32) / 4 + 8 h, column 8 j + 2 (t % 4) + e. All 16 stores of a thread share
+// its row % 8, so their swizzled addresses are the thread's (j = 0, h = 0) address with the chunk
+// bits XORed by 2 (j % 4) and the panel and row offsets added: one register and immediates, no
+// per-store arithmetic.
 template <typename Config, typename Accumulator>
 __device__ __forceinline__ void write_dq_block(uint32_t dq_base, const Accumulator& acc, int warpgroup_thread,
                                                int first_row, int first_column) {
@@ -346,7 +347,8 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     warpgroup_wait<1>();
     warpgroup_fence_operand(acc_s);
     softmax_probabilities<1>(s_rc, lse_log2, scale_log2);
-    const auto delta = query_stats<kEarlyStats, 1, decltype(s_rc)>(score_coords_rc, shared.delta[do_stage] + stats_skip);
+    const auto delta =
+        query_stats<kEarlyStats, 1, decltype(s_rc)>(score_coords_rc, shared.delta[do_stage] + stats_skip);
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_dp);
     softmax_score_gradients<1>(s_rc, dp_rc, delta);

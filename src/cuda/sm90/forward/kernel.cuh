@@ -258,8 +258,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1) forward_kernel(const __gr
     cutlass::arch::ClusterTransactionBarrier::init(&shared.q_full, 1);
     cutlass::arch::ClusterBarrier::init(&shared.q_empty, Config::kConsumerThreads);
   }
-  run_warp_specialized<Config>([&] { if (threadIdx.x == 0) produce<Config>(p, shared, k_pipeline, v_pipeline); },
-                               [&] { consume<Config>(p, shared, k_pipeline, v_pipeline); });
+  run_warp_specialized<Config>(
+      [&] {
+        if (threadIdx.x == 0) produce<Config>(p, shared, k_pipeline, v_pipeline);
+      },
+      [&] { consume<Config>(p, shared, k_pipeline, v_pipeline); });
 }
 
 }  // namespace dualkv::detail::sm90
