@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import pathlib
 import platform
 import statistics
@@ -47,6 +46,7 @@ from dualkv.training.models import MODEL_CONFIGS
 from dualkv.training.parallel import init_distributed
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import step_report  # noqa: E402
 import step_workload as work  # noqa: E402
 
 METHODS = ("dualkv", "flash_ncopy", "flex_packed")
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> dict:
                 entry["methods"][method] = result
             entries.append(entry)
             if rank == 0:
-                print(_format(entry), flush=True)
+                print(step_report.format_entry(entry), flush=True)
     report = {
         "device": device_name, "world_size": world, "torch": torch.__version__, "model": args.model,
         "num_hidden_layers": config.num_hidden_layers, "dtype": args.dtype, "groups_per_rank": args.groups,
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> dict:
         "skipped_methods": _skipped(args.methods, device), "entries": entries,
     }
     if rank == 0:
-        _write(report, pathlib.Path(args.out))
+        step_report.write_report(report, pathlib.Path(args.out))
     dist.destroy_process_group()
     return report
 
@@ -273,56 +273,6 @@ def _add_rates(result: dict, counts: dict, config, peak: float | None, world: in
         effective = work.step_flops(config, counts["ncopy_tokens"], counts["ncopy_pairs"], counts["scored_tokens"])
         result["mfu_honest"] = honest / seconds / (peak * world)
         result["mfu_effective"] = effective / seconds / (peak * world)
-
-
-HEADER = (f"{'P':>6} {'N':>3} {'method':>11} {'step s':>8} {'N-copy tok/s':>12} {'peak GiB':>8} "
-          f"{'MFU hon.':>8} {'MFU eff.':>8} {'micro':>5} {'fits':>5}  status")
-
-
-def _format(entry: dict) -> str:
-    lines = []
-    for method, r in entry["methods"].items():
-        def cell(key, spec, width):
-            value = r.get(key)
-            return f"{value:{spec}}" if value is not None else f"{'-':>{width}}"
-
-        lines.append(
-            f"{entry['P']:>6} {entry['N']:>3} {method:>11} {cell('step_s', '8.3f', 8)} "
-            f"{cell('ncopy_tokens_per_s', '12.0f', 12)} {cell('peak_memory_gib', '8.1f', 8)} "
-            f"{cell('mfu_honest', '8.1%', 8)} {cell('mfu_effective', '8.1%', 8)} {cell('micro_batch', '5d', 5)} "
-            f"{cell('largest_micro_batch', '5d', 5)}  {r['status']}"
-        )
-    return "\n".join(lines)
-
-
-def _write(report: dict, out: pathlib.Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "step_bench.json").write_text(json.dumps(report, indent=1))
-    table = "\n".join([HEADER, *(_format(e) for e in report["entries"])])
-    (out / "step_bench.txt").write_text(table + "\n")
-    try:
-        import matplotlib
-    except ImportError:
-        print("step_bench.png not written: matplotlib is not installed (pip install matplotlib)", flush=True)
-        return
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(8, 4.5))
-    labels = [f"P={e['P'] // 1024 if e['P'] >= 1024 else e['P']}{'K' if e['P'] >= 1024 else ''} N={e['N']}"
-              for e in report["entries"]]
-    methods = list(report["entries"][0]["methods"]) if report["entries"] else []
-    width = 0.8 / max(len(methods), 1)
-    for k, method in enumerate(methods):
-        rates = [e["methods"][method].get("ncopy_tokens_per_s", 0.0) for e in report["entries"]]
-        axis.bar([x + k * width for x in range(len(labels))], rates, width, label=method)
-    axis.set_xticks([x + width * (len(methods) - 1) / 2 for x in range(len(labels))], labels, rotation=30)
-    axis.set_ylabel("N-copy tokens per second (0: did not run)")
-    axis.set_title(f"policy-update step, {report['model']}, {report['world_size']} x {report['device']}")
-    axis.legend()
-    figure.tight_layout()
-    figure.savefig(out / "step_bench.png", dpi=120)
-    plt.close(figure)
 
 
 def _parse(argv):

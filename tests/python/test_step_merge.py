@@ -1,0 +1,115 @@
+"""bench/merge_step_results.py on two real CPU runs of bench/run_step_bench.py (tiny Qwen3, one
+(P, N) each, as the GPU grid runs): the merged table, JSON and sources, and its refusals."""
+
+import copy
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+import merge_step_results  # noqa: E402
+import step_report  # noqa: E402
+
+CONFIGURATIONS = ((16, 3), (16, 2))  # a grid's order need not be the order the runs are passed in
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A folder per (P, N), each with one run's step_bench.json, .txt (and .png with matplotlib)."""
+    folders = []
+    for p, n in CONFIGURATIONS:
+        folder = tmp_path_factory.mktemp(f"P{p}_N{n}")
+        result = subprocess.run(
+            [sys.executable, str(BENCH / "run_step_bench.py"), "--device", "cpu", "--model", "tiny-qwen3",
+             "--prompt-lengths", str(p), "--responses", str(n), "--response-length", "2", "5", "--max-fit", "1",
+             "--warmup", "0", "--repeats", "1", "--peak-tflops", "1", "--out", str(folder)],
+            capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        folders.append(folder)
+    return folders
+
+
+def _merge_command(*arguments):
+    return subprocess.run([sys.executable, str(BENCH / "merge_step_results.py"), *map(str, arguments)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_merged_report_holds_both_runs_sorted_and_round_trips(runs, tmp_path):
+    first, second = runs
+    # A folder and a file, in the reverse of the grid's order.
+    result = _merge_command(first, second / "step_bench.json", "--out", tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    reports = [json.loads((folder / "step_bench.json").read_text()) for folder in runs]
+    merged = json.loads((tmp_path / "step_bench.json").read_text())
+    assert [(e["P"], e["N"]) for e in merged["entries"]] == [(16, 2), (16, 3)]
+    assert merged["entries"] == reports[1]["entries"] + reports[0]["entries"]
+    assert {k: v for k, v in merged.items() if k not in ("entries", "sources")} == {
+        k: v for k, v in reports[0].items() if k != "entries"
+    }
+    assert merged["sources"] == [{"file": str(folder / "step_bench.json"), "torch": reports[0]["torch"]}
+                                 for folder in runs]
+    # The merged table is each run's rows under one header, written and printed alike.
+    rows = [(folder / "step_bench.txt").read_text().splitlines() for folder in runs]
+    assert rows[0][0] == rows[1][0] == step_report.HEADER
+    table = (tmp_path / "step_bench.txt").read_text()
+    assert table.splitlines() == [step_report.HEADER, *rows[1][1:], *rows[0][1:]]
+    assert table in result.stdout
+    try:
+        import matplotlib  # noqa: F401  (optional, as for run_step_bench.py)
+    except ImportError:
+        assert "step_bench.png not written: matplotlib is not installed" in result.stdout
+    else:
+        assert (tmp_path / "step_bench.png").stat().st_size > 0
+    # The merged JSON loads back into the same report: written again, the same bytes.
+    step_report.write_report(merged, tmp_path / "again")
+    for name in ("step_bench.json", "step_bench.txt"):
+        assert (tmp_path / "again" / name).read_bytes() == (tmp_path / name).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("model", "qwen3-8b"), ("num_hidden_layers", 36), ("dtype", "fp32"), ("groups_per_rank", 2),
+     ("response_length", [131, 2048]), ("world_size", 2), ("device", "NVIDIA H200"), ("peak_flops_per_gpu", 989e12)],
+)
+def test_refuses_runs_that_differ_in_a_compatibility_field(runs, field, value):
+    (a, first), (b, second) = [merge_step_results.load(folder) for folder in runs]
+    other = copy.deepcopy(second)
+    other[field] = value
+    expected = f"{field} differs: {first[field]!r} in {a}, {value!r} in {b}"
+    with pytest.raises(ValueError) as refused:
+        merge_step_results.merge([(a, first), (b, other)])
+    assert str(refused.value) == expected
+
+
+def test_a_differing_torch_version_is_kept_per_source(runs):
+    (a, first), (b, second) = [merge_step_results.load(folder) for folder in runs]
+    other = {**second, "torch": "0.0.0"}
+    merged = merge_step_results.merge([(a, first), (b, other)])
+    assert merged["torch"] == "mixed, see sources"
+    assert [s["torch"] for s in merged["sources"]] == [first["torch"], "0.0.0"]
+
+
+def test_refuses_a_configuration_given_twice_and_writes_nothing(runs, tmp_path):
+    copy_folder = tmp_path / "copy"
+    copy_folder.mkdir()
+    (copy_folder / "step_bench.json").write_text((runs[0] / "step_bench.json").read_text())
+    result = _merge_command(runs[0], runs[1], copy_folder, "--out", tmp_path / "merged")
+    assert result.returncode == 1
+    assert result.stderr.strip() == (f"merge_step_results.py: refusing to merge: P=16 N=3 is in both "
+                                     f"{runs[0] / 'step_bench.json'} and {copy_folder / 'step_bench.json'}")
+    assert not (tmp_path / "merged").exists()
+
+
+def test_refuses_to_overwrite_an_input_or_read_a_folder_without_a_report(runs, tmp_path):
+    result = _merge_command(*runs, "--out", runs[0])
+    assert result.returncode == 1
+    assert f"--out {runs[0]} holds one of the inputs, which the merged report would overwrite" in result.stderr
+    result = _merge_command(runs[0], tmp_path, "--out", tmp_path / "merged")
+    assert result.returncode == 1
+    assert f"refusing to merge: {tmp_path}: no step_bench.json there" in result.stderr
