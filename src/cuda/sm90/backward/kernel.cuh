@@ -12,13 +12,15 @@
 //     warp 1 is the dQ warp: per step it waits for each consumer warpgroup's dQ block, issues its
 //     TMA reduction into the fp32 accumulator, waits for the reduction to read the block and
 //     hands it back, so the consumers never wait on the reduction themselves.
-//   warpgroups 1 and 2, consumers: warpgroup w owns keys [64 (w - 1), 64 w) of the tile. Per step:
-//     S^T = K Q^T and dP^T = V dO^T (wgmma, shared operands), then P^T and dS^T in registers
-//     (masked only on boundary steps), dV += P^T dO and dK += dS^T Q (wgmma, P^T and dS^T straight
-//     from registers). Atomic mode: dS^T to shared memory, one barrier of both consumer
-//     warpgroups, dQ = dS K (wgmma over all 128 keys, a 64 x 64 block per warpgroup) into shared
-//     memory, for the dQ warp to add to the fp32 dQ accumulator by a TMA reduction
-//     (cp.reduce.async.bulk) while the next step runs.
+//   warpgroups 1 and 2, consumers: warpgroup w owns keys [64 (w - 1), 64 w) of the tile. Per step
+//     (FA3's order): S^T = K Q^T and dP^T = V dO^T issued together (wgmma, shared operands); P^T
+//     from S^T while dP^T still runs; dS^T once it lands (a masking pass only on boundary steps);
+//     dV += P^T dO (wgmma, P^T straight from registers). Atomic mode: dS^T to shared memory before
+//     dV is issued, one barrier of both consumer warpgroups, dQ = dS K once dV is done (wgmma over
+//     all 128 keys, a 64 x 64 block per warpgroup), dK += dS^T Q once dQ is done, and the dQ block
+//     written to shared memory while dK runs, for the dQ warp to add to the fp32 dQ accumulator
+//     by a TMA reduction (cp.reduce.async.bulk) while the next step runs. Deterministic mode: dV
+//     and dK only.
 //
 // Pipeline: K and V on one transaction barrier; Q+LSE and dO+D (TMA tile + bulk copy of the
 // workspace's stats rows) each through kStages buffers of CUTLASS's PipelineTmaAsync (full: TMA
@@ -35,7 +37,8 @@
 // tile's segment (contracted by dQ), Q and dO rows past the step's segment (contracted by dK, dV).
 //
 // Shared memory (config.cuh): K, V (block_n x d) | Q, dO kStages x (block_m x d) | dS kStages x
-// (block_m x block_n) | dQ fp32 (block_m x d) | LSE, D kStages x (block_m + 4) fp32 | barriers.
+// (block_m x block_n) | dQ fp32 (block_m x d) | LSE x log2(e), D kStages x (block_m + 4) fp32 |
+// barriers.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
