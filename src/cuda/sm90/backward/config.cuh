@@ -48,6 +48,9 @@ struct BackwardConfig {
   static constexpr int kDqWarpgroupsAlongN = kConsumerWarpgroups / kDqWarpgroupsAlongM;
   static constexpr int kDqBlockColumns = kHeadDim / kDqWarpgroupsAlongN;
   static_assert(kDqWarpgroupsAlongM * kDqWarpgroupsAlongN == kConsumerWarpgroups && kDqBlockColumns == 64);
+  // Where consumer warpgroup w's 64 x 64 dQ block starts in the step's (block_m x d) dQ tile.
+  static constexpr int dq_block_first_row(int warpgroup) { return kDqWarpgroupsAlongM == 1 ? 0 : 64 * warpgroup; }
+  static constexpr int dq_block_first_column(int warpgroup) { return kDqWarpgroupsAlongM == 1 ? 64 * warpgroup : 0; }
   // The fp32 dQ tile goes to the TMA reduction as panels of 32 columns (128-byte rows, swizzled).
   static constexpr int kDqPanelColumns = 32;
 

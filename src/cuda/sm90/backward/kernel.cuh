@@ -79,9 +79,9 @@ struct KeyTileWork {
 };
 
 // Makes `value` opaque to the compiler at this point. Per-thread index arithmetic inside the step
-// loop is loop-invariant, and the compiler hoists all of it (16 shared addresses for the dQ
-// block, the zeroing loops' bases) into registers that the accumulators need, then spills them;
-// recomputing it in the loop costs a few integer instructions per step instead.
+// loop is loop-invariant, and the compiler hoists it (the zeroing loops' bases) into registers
+// that the accumulators need, then spills them; recomputing it in the loop costs a few integer
+// instructions per step instead.
 __device__ __forceinline__ void hide_from_hoisting(int& value) { asm volatile("" : "+r"(value)); }
 
 // Zeroes rows [first_row, rows) of a (rows x d) shared tile seen through `tile` (row, column),
@@ -131,21 +131,19 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
   auto q_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
   auto do_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
   const QueryWalk walk = QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
+  // One stage of a per-step pipeline: a (block_m x d) tile and its row of per-query statistics.
+  const auto load_stage = [&](typename Config::Pipeline& pipeline, auto& state, const CUtensorMap* map,
+                              typename Config::Element* tiles, const float* stats,
+                              float(*stats_stages)[Config::kStatsFloats], const QueryStep& step) {
+    pipeline.producer_acquire(state);
+    uint64_t* barrier = pipeline.producer_get_barrier(state);
+    load_tile<Config>(map, barrier, tiles + state.index() * kTileElements, kBlockM, step.head, step.begin, kEvictLast);
+    cute::SM90_BULK_COPY_G2S::copy(stats_row(stats, p, step), barrier, stats_stages[state.index()], kStatsBytes);
+    ++state;
+  };
   for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
-    q_pipeline.producer_acquire(q_state);
-    uint64_t* q_barrier = q_pipeline.producer_get_barrier(q_state);
-    load_tile<Config>(&params.q_map, q_barrier, shared.q + q_state.index() * kTileElements, kBlockM, step.head,
-                      step.begin, kEvictLast);
-    cute::SM90_BULK_COPY_G2S::copy(stats_row(p.lse_log2, p, step), q_barrier, shared.lse_log2[q_state.index()],
-                                   kStatsBytes);
-    ++q_state;
-    do_pipeline.producer_acquire(do_state);
-    uint64_t* do_barrier = do_pipeline.producer_get_barrier(do_state);
-    load_tile<Config>(&params.dout_map, do_barrier, shared.dout + do_state.index() * kTileElements, kBlockM, step.head,
-                      step.begin, kEvictLast);
-    cute::SM90_BULK_COPY_G2S::copy(stats_row(p.delta, p, step), do_barrier, shared.delta[do_state.index()],
-                                   kStatsBytes);
-    ++do_state;
+    load_stage(q_pipeline, q_state, &params.q_map, shared.q, p.lse_log2, shared.lse_log2, step);
+    load_stage(do_pipeline, do_state, &params.dout_map, shared.dout, p.delta, shared.delta, step);
   }
 }
 
@@ -226,8 +224,8 @@ __device__ void reduce_dq_blocks(const BackwardTmaParams& params, typename Confi
     for (int warpgroup = 0; warpgroup < Config::kConsumerWarpgroups; ++warpgroup) {
       cutlass::arch::NamedBarrier::sync(kDqHandoffThreads, kDqFullBarrier + warpgroup);
       if (leader) {
-        const int first_row = Config::kDqWarpgroupsAlongM == 1 ? 0 : 64 * warpgroup;
-        const int first_column = Config::kDqWarpgroupsAlongM == 1 ? 64 * warpgroup : 0;
+        const int first_row = Config::dq_block_first_row(warpgroup);
+        const int first_column = Config::dq_block_first_column(warpgroup);
         CUTE_UNROLL
         for (int column = first_column; column < first_column + 64; column += Config::kDqPanelColumns) {
           cute::SM90_TMA_REDUCE_ADD_3D::copy(&params.dq_accum_map,
@@ -377,8 +375,8 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
 
       // dQ block to shared memory, for the dQ warp to add to dq_accum.
       cutlass::arch::NamedBarrier::sync(kDqHandoffThreads, kDqEmptyBarrier + warpgroup);
-      const int first_row = Config::kDqWarpgroupsAlongM == 1 ? 0 : 64 * warpgroup;
-      const int first_column = Config::kDqWarpgroupsAlongM == 1 ? 64 * warpgroup : 0;
+      const int first_row = Config::dq_block_first_row(warpgroup);
+      const int first_column = Config::dq_block_first_column(warpgroup);
       static_assert(decltype(size(acc_dq))::value == 32, "write_dq_block takes one 64 x 64 block per warpgroup");
       if (query_rows < kBlockM) zero_dq_rows_past(acc_dq, warpgroup_thread, first_row, query_rows);
       write_dq_block<Config>(dq_base, acc_dq, warpgroup_thread, first_row, first_column);
