@@ -19,8 +19,8 @@
 //     dV is issued, one barrier of both consumer warpgroups, dQ = dS K once dV is done (wgmma over
 //     all 128 keys, a 64 x 64 block per warpgroup), dK += dS^T Q once dQ is done, and the dQ block
 //     written to shared memory while dK runs, for the dQ warp to add to the fp32 dQ accumulator
-//     by a TMA reduction (cp.reduce.async.bulk) while the next step runs. Deterministic mode: dV
-//     and dK only.
+//     by a TMA reduction (cp.reduce.async.bulk) while the next step runs; dK is not awaited, the
+//     next step's S^T and dP^T queue behind it. Deterministic mode: dV and dK only.
 //
 // Pipeline: K and V on one transaction barrier; Q+LSE and dO+D (TMA tile + bulk copy of the
 // workspace's stats rows) each through kStages buffers of CUTLASS's PipelineTmaAsync (full: TMA
@@ -306,6 +306,10 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   const float scale_log2 = p.softmax_scale * kLog2E;
   const QueryWalk walk = QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
   int ds_stage = 0;
+  // Atomic mode: a step's dK GEMM still runs when the next step's S^T and dP^T are issued, so the
+  // tensor pipe does not drain between steps; its Q stage goes back once S^T is seen complete.
+  bool q_release_pending = false;
+  typename Config::Pipeline::PipelineState q_release_state;
   const uint32_t dq_base = cute::cast_smem_ptr_to_uint(shared.dq);
   for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
     const int query_rows = min(kBlockM, step.segment_end - step.begin);
@@ -347,6 +351,7 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
         query_stats<kEarlyStats, 1, decltype(s_rc)>(score_coords_rc, shared.lse_log2[q_stage] + stats_skip);
     warpgroup_wait<1>();
     warpgroup_fence_operand(acc_s);
+    if (q_release_pending) q_pipeline.consumer_release(q_release_state);  // that dK was committed before S^T
     softmax_probabilities<1>(s_rc, lse_log2, scale_log2);
     const auto delta =
         query_stats<kEarlyStats, 1, decltype(s_rc)>(score_coords_rc, shared.delta[do_stage] + stats_skip);
@@ -383,8 +388,8 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::arrive(kDqHandoffThreads, kDqFullBarrier + warpgroup);
       ds_stage ^= 1;
-      warpgroup_wait<0>();
-      q_pipeline.consumer_release(q_state);
+      q_release_state = q_state;
+      q_release_pending = true;
     } else {
       warpgroup_gemm<false, -1>(mma_kv, tKVrP, tKVrdOt(_, _, _, do_stage), acc_dv);
       warpgroup_gemm<false, 0>(mma_kv, tKVrdS, tKVrQt(_, _, _, q_stage), acc_dk);
@@ -395,6 +400,7 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     ++do_state;
   }
   warpgroup_wait<0>();
+  if (q_release_pending) q_pipeline.consumer_release(q_release_state);
 
   // Epilogue: dK = scale * sum dS^T Q and dV = sum P^T dO as column pairs, rows inside the segment.
   Tensor out_coords = slice_kv.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
