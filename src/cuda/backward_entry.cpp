@@ -19,6 +19,7 @@
 #include "cuda/common/workspace.h"
 #include "cuda/sm80/backward/launch.h"
 #include "cuda/sm80/backward/tile_shapes.h"
+#include "cuda/sm90/backward/dq_accumulator.h"
 #ifdef DUALKV_WITH_SM90
 #include "cuda/sm90/backward/backward_entry.h"
 #endif
@@ -114,8 +115,13 @@ BackwardLaunch blocks_for(const BackwardParams& params, bool hopper) {
 }
 
 BackwardWorkspace workspace_for(const Layout& layout, const BackwardParams& params, const BackwardLaunch& blocks) {
-  return plan_backward_workspace(layout.total_tokens(), params.q.heads, blocks.head_dim, params.deterministic,
-                                 /*stores_lse_log2=*/blocks.portable == nullptr);
+  const bool hopper = blocks.portable == nullptr;
+  const int64_t tokens = layout.total_tokens();
+  const int64_t dq_accum_rows =
+      hopper ? blocks.query_block * sm90::dq_accumulator_slots(tokens, layout.num_segments(), blocks.query_block)
+             : tokens;
+  return plan_backward_workspace(tokens, dq_accum_rows, params.q.heads, blocks.head_dim, params.deterministic,
+                                 /*stores_lse_log2=*/hopper);
 }
 
 }  // namespace
@@ -176,6 +182,7 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   // The portable KV kernel scales each dQ contribution; the Hopper one leaves it to the convert pass.
   k.dq_accum_scale = blocks.portable == nullptr ? p.softmax_scale : 1.f;
   k.cu_seqlens = plan.cu_seqlens;
+  k.num_segments = static_cast<int>(layout.num_segments());
   k.key_tiles = plan.key_tiles;
   k.query_tiles = plan.query_tiles;
   k.num_key_tiles = static_cast<int>(plan.num_key_tiles);

@@ -84,8 +84,8 @@ PlanImage backward_plan_image(const Layout& layout, int key_block, int query_blo
   return image;
 }
 
-BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t heads, int64_t head_dim, bool deterministic,
-                                          bool stores_lse_log2) {
+BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t dq_accum_rows, int64_t heads, int64_t head_dim,
+                                          bool deterministic, bool stores_lse_log2) {
   BackwardWorkspace ws;
   ws.has_dq_accum = !deterministic;
   ws.has_lse_log2 = stores_lse_log2;
@@ -93,7 +93,7 @@ BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t heads, int64_t
   const auto stats_bytes = static_cast<size_t>(heads * ws.stats_row_stride) * sizeof(float);
   size_t offset = 0;
   ws.dq_accum_offset = offset;
-  if (ws.has_dq_accum) offset += align_up(static_cast<size_t>(tokens * heads * head_dim) * sizeof(float));
+  if (ws.has_dq_accum) offset += align_up(static_cast<size_t>(dq_accum_rows * heads * head_dim) * sizeof(float));
   ws.delta_offset = offset;
   offset += align_up(stats_bytes);
   ws.lse_log2_offset = offset;

@@ -81,8 +81,10 @@ struct BackwardWorkspace {
   size_t total_bytes = 0;
 };
 
-// Region offsets for `tokens` tokens of `heads` query heads of `head_dim`.
-BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t heads, int64_t head_dim, bool deterministic,
-                                          bool stores_lse_log2);
+// Region offsets for `tokens` tokens of `heads` query heads of `head_dim`, with a dQ accumulator
+// (unless deterministic) of dq_accum_rows rows of head_dim floats per head: the portable family
+// keeps one row per token, the Hopper family adds padding rows (sm90/backward/dq_accumulator.h).
+BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t dq_accum_rows, int64_t heads, int64_t head_dim,
+                                          bool deterministic, bool stores_lse_log2);
 
 }  // namespace dualkv::detail

@@ -230,8 +230,9 @@ TEST(BackwardPlan, WorkspaceAndPlansStayWithinHalfTheTensors) {
           const int64_t heads = kv_heads * group_size;
           const double tensor_bytes = tokens * (4.0 * heads + 4.0 * kv_heads) * head_dim * 2 /*16-bit*/;
           for (bool deterministic : {false, true}) {
-            const BackwardWorkspace ws = plan_backward_workspace(layout.total_tokens(), heads, head_dim, deterministic,
-                                                                 /*stores_lse_log2=*/true);
+            const BackwardWorkspace ws =
+                plan_backward_workspace(layout.total_tokens(), /*dq_accum_rows=*/layout.total_tokens(), heads, head_dim,
+                                        deterministic, /*stores_lse_log2=*/true);
             const double plan_bytes =
                 forward_plan_bytes + backward_plan_image(layout, 128, 64, deterministic ? 64 : 0).bytes().size();
             const double fixed_bytes = (kStatsReadSlack + 2 * 3 * heads) * sizeof(float) + 16;
@@ -247,29 +248,33 @@ TEST(BackwardPlan, WorkspaceAndPlansStayWithinHalfTheTensors) {
 TEST(BackwardPlan, WorkspaceRegionsAreAlignedAndDisjoint) {
   const int64_t heads = 4, head_dim = 64;
   for (int64_t tokens : {1, 222, 223, 224}) {
-    for (bool deterministic : {false, true}) {
-      for (bool stores_lse_log2 : {false, true}) {
-        const BackwardWorkspace ws = plan_backward_workspace(tokens, heads, head_dim, deterministic, stores_lse_log2);
-        EXPECT_EQ(ws.has_dq_accum, !deterministic);
-        EXPECT_EQ(ws.has_lse_log2, stores_lse_log2);
-        // Rows of 16-byte multiples that hold every token: TMA needs aligned row starts.
-        EXPECT_GE(ws.stats_row_stride, tokens);
-        EXPECT_EQ(ws.stats_row_stride % 4, 0);
-        EXPECT_LT(ws.stats_row_stride, tokens + 4);
-        struct Region {
-          size_t offset, bytes;
-        };
-        const size_t stats_bytes = heads * ws.stats_row_stride * sizeof(float);
-        std::vector<Region> regions{{ws.delta_offset, stats_bytes}};
-        if (stores_lse_log2) regions.push_back({ws.lse_log2_offset, stats_bytes + kStatsReadSlack * sizeof(float)});
-        if (!deterministic) regions.push_back({ws.dq_accum_offset, tokens * heads * head_dim * sizeof(float)});
-        for (size_t i = 0; i < regions.size(); ++i) {
-          EXPECT_EQ(regions[i].offset % 16, 0u);
-          EXPECT_LE(regions[i].offset + regions[i].bytes, ws.total_bytes);
-          for (size_t j = 0; j < i; ++j) {
-            EXPECT_TRUE(regions[i].offset + regions[i].bytes <= regions[j].offset ||
-                        regions[j].offset + regions[j].bytes <= regions[i].offset)
-                << "regions " << j << " and " << i << " overlap";
+    // The portable family's one row per token, and the Hopper family's padded rows.
+    for (const int64_t dq_accum_rows : {tokens, tokens + 3 * 64 + 5}) {
+      for (bool deterministic : {false, true}) {
+        for (bool stores_lse_log2 : {false, true}) {
+          const BackwardWorkspace ws =
+              plan_backward_workspace(tokens, dq_accum_rows, heads, head_dim, deterministic, stores_lse_log2);
+          EXPECT_EQ(ws.has_dq_accum, !deterministic);
+          EXPECT_EQ(ws.has_lse_log2, stores_lse_log2);
+          // Rows of 16-byte multiples that hold every token: TMA needs aligned row starts.
+          EXPECT_GE(ws.stats_row_stride, tokens);
+          EXPECT_EQ(ws.stats_row_stride % 4, 0);
+          EXPECT_LT(ws.stats_row_stride, tokens + 4);
+          struct Region {
+            size_t offset, bytes;
+          };
+          const size_t stats_bytes = heads * ws.stats_row_stride * sizeof(float);
+          std::vector<Region> regions{{ws.delta_offset, stats_bytes}};
+          if (stores_lse_log2) regions.push_back({ws.lse_log2_offset, stats_bytes + kStatsReadSlack * sizeof(float)});
+          if (!deterministic) regions.push_back({ws.dq_accum_offset, dq_accum_rows * heads * head_dim * sizeof(float)});
+          for (size_t i = 0; i < regions.size(); ++i) {
+            EXPECT_EQ(regions[i].offset % 16, 0u);
+            EXPECT_LE(regions[i].offset + regions[i].bytes, ws.total_bytes);
+            for (size_t j = 0; j < i; ++j) {
+              EXPECT_TRUE(regions[i].offset + regions[i].bytes <= regions[j].offset ||
+                          regions[j].offset + regions[j].bytes <= regions[i].offset)
+                  << "regions " << j << " and " << i << " overlap";
+            }
           }
         }
       }

@@ -23,9 +23,10 @@ struct BackwardKernelParams {
   float* delta;     // (H, T) in rows of stats_row_stride floats, written by the preprocess kernel
   float* lse_log2;  // the forward's LSE times log2(e), in delta's layout (Hopper kernel only; else nullptr)
   int64_t stats_row_stride;
-  float* dq_accum;       // (H, T, d) contiguous fp32; nullptr when deterministic
+  float* dq_accum;       // fp32, nullptr when deterministic: portable (H, T, d); Hopper sm90/backward/dq_accumulator.h
   float dq_accum_scale;  // the convert pass's factor: 1 if the KV kernel scaled its dQ sums, else softmax_scale
-  const int32_t* cu_seqlens;
+  const int32_t* cu_seqlens;  // num_segments + 1 entries
+  int num_segments;
   const TileWork* key_tiles;
   const TileWork* query_tiles;  // deterministic only
   int num_key_tiles;

@@ -59,14 +59,4 @@ CUtensorMap make_token_head_tensor_map(const InputTensor& t, int box_columns, in
   return encode(type, 3, t.data, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, name);
 }
 
-CUtensorMap make_dq_accumulator_tensor_map(float* data, int64_t tokens, int64_t heads, int64_t head_dim) {
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(tokens),
-                              static_cast<cuuint64_t>(heads)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(head_dim * sizeof(float)),
-                                 static_cast<cuuint64_t>(tokens * head_dim * sizeof(float))};
-  const cuuint32_t box[3] = {32u, 64u, 1u};
-  return encode(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, data, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
-                "options.workspace (backward dQ accumulator)");
-}
-
 }  // namespace dualkv::detail

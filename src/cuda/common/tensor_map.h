@@ -1,6 +1,5 @@
-// TMA descriptors (CUtensorMap) for the (tokens, heads, head_dim) tensors of the API and the fp32
-// arrays of the backward's workspace, encoded on the host through the driver entry point the CUDA
-// runtime hands out (no link against libcuda).
+// TMA descriptors (CUtensorMap) for the (tokens, heads, head_dim) tensors of the API, encoded on
+// the host through the driver entry point the CUDA runtime hands out (no link against libcuda).
 #pragma once
 
 #include <cuda.h>
@@ -17,10 +16,5 @@ namespace dualkv::detail {
 // read as zeros. `name` is the argument named if the tensor cannot be described (TMA needs
 // 16-byte aligned data and strides, which check_vector_aligned already enforces).
 CUtensorMap make_token_head_tensor_map(const InputTensor& t, int box_columns, int box_rows, const std::string& name);
-
-// The backward's fp32 dQ accumulator, contiguous (heads, tokens, head_dim), seen as 3-D
-// (head_dim, tokens, heads) and reduced into in boxes of {32, 64, 1} with the 128-byte swizzle;
-// rows past `tokens` are dropped.
-CUtensorMap make_dq_accumulator_tensor_map(float* data, int64_t tokens, int64_t heads, int64_t head_dim);
 
 }  // namespace dualkv::detail

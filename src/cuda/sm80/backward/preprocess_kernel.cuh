@@ -1,8 +1,9 @@
 // Backward row passes, and the launchers both families' backwards run them with. Pre-pass:
 // D = rowsum(dO * O) per (query, head) in fp32, the forward's LSE times log2(e) in D's layout when
 // the kernel asks for it (lse_log2: its exp2 then needs no multiply per query), and zeroing of the
-// fp32 dQ accumulator when dQ is accumulated with atomics. Post-pass (atomic mode): dq_accum
-// times dq_accum_scale converted into dq.
+// fp32 dQ accumulator (the portable family's layout) when dQ is accumulated with atomics.
+// Post-pass (atomic mode): dq_accum times dq_accum_scale converted into dq, read through the
+// family's accumulator layout.
 //
 // Warp roles: none; each group of kHeadDim / 8 consecutive threads owns one (token, head) row,
 // 8 elements (16 bytes) per thread, reduced with shuffles. No shared memory, no pipeline.
@@ -69,9 +70,27 @@ __global__ void __launch_bounds__(256) backward_preprocess_kernel(const Backward
   }
 }
 
-// Post-pass of the atomic mode: dq = dq_accum * dq_accum_scale in dq's dtype and strides.
-template <typename Element, int kHeadDim>
-__global__ void __launch_bounds__(256) backward_dq_convert_kernel(const BackwardKernelParams p) {
+// The portable family's dQ accumulator: (H, T, d) fp32 rows.
+template <int kHeadDim>
+struct TokenMajorDqAccumulator {
+  const float* data;
+  int tokens;
+
+  // The floats of columns [8 chunk, 8 chunk + 8) of (token, head).
+  __device__ __forceinline__ void load(int64_t token, int head, int chunk, float (&values)[8]) const {
+    const auto* row = reinterpret_cast<const float4*>(data + (head * int64_t{tokens} + token) * kHeadDim + chunk * 8);
+    const float4 low = row[0];
+    const float4 high = row[1];
+    values[0] = low.x, values[1] = low.y, values[2] = low.z, values[3] = low.w;
+    values[4] = high.x, values[5] = high.y, values[6] = high.z, values[7] = high.w;
+  }
+};
+
+// Post-pass of the atomic mode: dq = dq_accum * dq_accum_scale in dq's dtype and strides, the
+// accumulator read through `accumulator` (each family lays it out its own way).
+template <typename Element, int kHeadDim, typename Accumulator>
+__global__ void __launch_bounds__(256)
+    backward_dq_convert_kernel(const BackwardKernelParams p, const Accumulator accumulator) {
   using Chunks = RowChunks<Element, kHeadDim>;
   using Vector = cutlass::Array<Element, 8>;
   const int64_t row = int64_t{blockIdx.x} * Chunks::kRowsPerBlock + threadIdx.x / Chunks::kPerRow;
@@ -79,11 +98,8 @@ __global__ void __launch_bounds__(256) backward_dq_convert_kernel(const Backward
   if (row >= int64_t{p.tokens} * p.heads) return;
   const int64_t token = row / p.heads;
   const int head = static_cast<int>(row % p.heads);
-  const auto* accum =
-      reinterpret_cast<const float4*>(p.dq_accum + (head * int64_t{p.tokens} + token) * kHeadDim + chunk * 8);
-  const float4 low = accum[0];
-  const float4 high = accum[1];
-  const float values[8] = {low.x, low.y, low.z, low.w, high.x, high.y, high.z, high.w};
+  float values[8];
+  accumulator.load(token, head, chunk, values);
   Vector converted;
   CUTLASS_PRAGMA_UNROLL
   for (int i = 0; i < 8; ++i) converted[i] = static_cast<Element>(values[i] * p.dq_accum_scale);
@@ -106,11 +122,17 @@ void launch_backward_preprocess(const BackwardKernelParams& p, cudaStream_t stre
   check_launch("backward_preprocess_kernel");
 }
 
+template <typename Element, int kHeadDim, typename Accumulator>
+void launch_backward_dq_convert(const BackwardKernelParams& p, const Accumulator& accumulator, cudaStream_t stream) {
+  backward_dq_convert_kernel<Element, kHeadDim, Accumulator>
+      <<<backward_row_blocks<Element, kHeadDim>(p), RowChunks<Element, kHeadDim>::kThreads, 0, stream>>>(p,
+                                                                                                         accumulator);
+  check_launch("backward_dq_convert_kernel");
+}
+
 template <typename Element, int kHeadDim>
 void launch_backward_dq_convert(const BackwardKernelParams& p, cudaStream_t stream) {
-  backward_dq_convert_kernel<Element, kHeadDim>
-      <<<backward_row_blocks<Element, kHeadDim>(p), RowChunks<Element, kHeadDim>::kThreads, 0, stream>>>(p);
-  check_launch("backward_dq_convert_kernel");
+  launch_backward_dq_convert<Element, kHeadDim>(p, TokenMajorDqAccumulator<kHeadDim>{p.dq_accum, p.tokens}, stream);
 }
 
 }  // namespace dualkv::detail::sm80

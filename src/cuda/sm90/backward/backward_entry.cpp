@@ -5,6 +5,7 @@
 #include "cuda/common/shared_memory_limit.h"
 #include "cuda/common/tensor_map.h"
 #include "cuda/sm90/backward/deterministic_dq.h"
+#include "cuda/sm90/backward/dq_accumulator.h"
 #include "cuda/sm90/backward/launch.h"
 #include "cuda/sm90/backward/tile_shape.h"
 
@@ -61,10 +62,8 @@ void backward(const BackwardParams& p, const BackwardKernelParams& kernel_params
   params.dout_map = make_token_head_tensor_map(p.dout, 64, shape.block_m, "dout");
   params.k_map = make_token_head_tensor_map(p.k, 64, shape.block_n, "k");
   params.v_map = make_token_head_tensor_map(p.v, 64, shape.block_n, "v");
-  const int64_t tokens = kernel_params.tokens;
-  if (kernel_params.dq_accum != nullptr) {
-    params.dq_accum_map = make_dq_accumulator_tensor_map(kernel_params.dq_accum, tokens, p.q.heads, p.q.head_dim);
-  }
+  params.dq_accum_head_stride = dq_accumulator_slots(kernel_params.tokens, kernel_params.num_segments, shape.block_m) *
+                                shape.block_m * p.q.head_dim;
   if (p.q.dtype == DType::kFloat16) {
     HeadDimDispatch<DType::kFloat16>::run(p.q.head_dim, params);
   } else {

@@ -51,8 +51,6 @@ struct BackwardConfig {
   // Where consumer warpgroup w's 64 x 64 dQ block starts in the step's (block_m x d) dQ tile.
   static constexpr int dq_block_first_row(int warpgroup) { return kDqWarpgroupsAlongM == 1 ? 0 : 64 * warpgroup; }
   static constexpr int dq_block_first_column(int warpgroup) { return kDqWarpgroupsAlongM == 1 ? 64 * warpgroup : 0; }
-  // The fp32 dQ tile goes to the TMA reduction as panels of 32 columns (128-byte rows, swizzled).
-  static constexpr int kDqPanelColumns = 32;
 
   using WarpgroupsAlongM = cute::Layout<cute::Shape<cute::Int<kConsumerWarpgroups>, cute::_1, cute::_1>>;
   using TiledMmaSdP = decltype(cute::make_tiled_mma(
@@ -106,7 +104,6 @@ struct BackwardConfig {
     alignas(1024) Element q[cute::cosize_v<SmemLayoutQuery>];
     alignas(1024) Element dout[cute::cosize_v<SmemLayoutQuery>];
     alignas(1024) Element ds[cute::cosize_v<SmemLayoutDs>];
-    alignas(1024) float dq[kBlockM * kHeadDim];         // kHeadDim / 32 panels of (kBlockM x 32), swizzled
     alignas(16) float lse_log2[kStages][kStatsFloats];  // from the 16-byte aligned row start at or before the tile
     alignas(16) float delta[kStages][kStatsFloats];
     typename Pipeline::SharedStorage q_pipeline;   // Q tile + its LSE

@@ -8,37 +8,34 @@
 //
 // Warp roles (kThreads = 128 + 256):
 //   warpgroup 0, producer (setmaxnreg lowers its registers): thread 0 issues every TMA load -- K
-//     and V once, then per step the Q tile with its LSE and the dO tile with its D. Atomic mode:
-//     warp 1 is the dQ warp: per step it waits for each consumer warpgroup's dQ block, issues its
-//     TMA reduction into the fp32 accumulator, waits for the reduction to read the block and
-//     hands it back, so the consumers never wait on the reduction themselves.
+//     and V once, then per step the Q tile with its LSE and the dO tile with its D.
 //   warpgroups 1 and 2, consumers: warpgroup w owns keys [64 (w - 1), 64 w) of the tile. Per step
 //     (FA3's order): S^T = K Q^T and dP^T = V dO^T issued together (wgmma, shared operands); P^T
 //     from S^T while dP^T still runs; dS^T once it lands (a masking pass only on boundary steps);
 //     dV += P^T dO (wgmma, P^T straight from registers). Atomic mode: dS^T to shared memory before
 //     dV is issued, one barrier of both consumer warpgroups, dQ = dS K once dV is done (wgmma over
 //     all 128 keys, a 64 x 64 block per warpgroup), dK += dS^T Q once dQ is done, and the dQ block
-//     written to shared memory while dK runs, for the dQ warp to add to the fp32 dQ accumulator
-//     by a TMA reduction (cp.reduce.async.bulk) while the next step runs; dK is not awaited, the
-//     next step's S^T and dP^T queue behind it. Deterministic mode: dV and dK only.
+//     added to the fp32 accumulator from registers while dK runs: 8 `red.global.add.v4.f32` per
+//     thread, each warp instruction one contiguous 512 bytes (dq_accumulator.h: the accumulator
+//     keeps the register order); dK is not awaited, the next step's S^T and dP^T queue behind it.
+//     Deterministic mode: dV and dK only.
 //
 // Pipeline: K and V on one transaction barrier; Q+LSE and dO+D (TMA tile + bulk copy of the
 // workspace's stats rows) each through kStages buffers of CUTLASS's PipelineTmaAsync (full: TMA
 // transaction bytes; empty: every consumer thread), so the producer loads step i + 1 while step i
 // computes. The dS buffers alternate between steps: a warpgroup writes buffer b at step i + 2 only
 // after passing step i + 1's dS barrier, which the other warpgroup reaches only after its step-i
-// dQ GEMM (the last reader of b) has completed. A warpgroup's dQ block is rewritten only after
-// the dQ warp has seen the previous reduction read it (cp.async.bulk.wait_group.read) and arrived
-// on the block's empty barrier.
+// dQ GEMM (the last reader of b) has completed.
 //
 // Rows of other segments: TMA loads whole boxes, so a boundary tile holds rows of the next
 // segment (possibly NaN). Their probabilities and score gradients are set (not multiplied) to 0,
 // and rows that a GEMM contracts over are zeroed in shared memory first: K rows past the key
 // tile's segment (contracted by dQ), Q and dO rows past the step's segment (contracted by dK, dV).
+// dQ rows past the step's segment land in the padding of the step's own accumulator slot, which
+// nothing reads.
 //
 // Shared memory (config.cuh): K, V (block_n x d) | Q, dO kStages x (block_m x d) | dS kStages x
-// (block_m x block_n) | dQ fp32 (block_m x d) | LSE x log2(e), D kStages x (block_m + 4) fp32 |
-// barriers.
+// (block_m x block_n) | LSE x log2(e), D kStages x (block_m + 4) fp32 | barriers.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -50,6 +47,7 @@
 #include "cuda/common/query_walk.h"
 #include "cuda/common/softmax_backward.cuh"
 #include "cuda/sm90/backward/config.cuh"
+#include "cuda/sm90/backward/dq_accumulator.h"
 #include "cuda/sm90/backward/launch.h"
 #include "cuda/sm90/common/fragments.cuh"
 #include "cuda/sm90/common/tma_tile.cuh"
@@ -61,8 +59,6 @@ namespace dualkv::detail::sm90 {
 enum BackwardBarrier : uint32_t {
   kZeroedRowsBarrier = 0,  // both consumer warpgroups: rows zeroed, visible to the async proxy
   kDsWrittenBarrier = 1,   // both consumer warpgroups: the step's dS is in shared memory
-  kDqEmptyBarrier = 2,     // + warpgroup, with the dQ warp: the block's previous reduction has read it
-  kDqFullBarrier = 4,      // + warpgroup, with the dQ warp: the block is in shared memory
 };
 
 // The key tile and KV head of this CTA.
@@ -147,98 +143,20 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
   }
 }
 
-// Float offset of dQ element (row, column) in the shared dQ tile: panels of 32 columns, each a
-// (block_m x 32) array of 128-byte rows whose 16-byte chunks are XOR-swizzled by row % 8 -- the
-// pattern the TMA reduction's 128-byte swizzle reads, and conflict-free for the accumulator's
-// column pairs.
-template <typename Config>
-__device__ __forceinline__ int dq_shared_offset(int row, int column) {
-  constexpr int kPanel = Config::kDqPanelColumns;
-  const int within = column % kPanel;
-  return column / kPanel * (Config::kBlockM * kPanel) + row * kPanel + (((within / 4) ^ (row % 8)) * 4) + within % 4;
-}
-
-// Writes a warpgroup's 64 x 64 dQ block into the shared dQ tile at (first_row, first_column)
-// (multiples of 64), unscaled: the convert pass applies the softmax scale. The block is a wgmma
-// accumulator (sm90/common/fragments.cuh): value 4 j + 2 h + e of thread t is row
-// 16 (t / 32) + (t % 32) / 4 + 8 h, column 8 j + 2 (t % 4) + e. All 16 stores of a thread share
-// its row % 8, so their swizzled addresses are the thread's (j = 0, h = 0) address with the chunk
-// bits XORed by 2 (j % 4) and the panel and row offsets added: one register and immediates, no
-// per-store arithmetic.
-template <typename Config, typename Accumulator>
-__device__ __forceinline__ void write_dq_block(uint32_t dq_base, const Accumulator& acc, int warpgroup_thread,
-                                               int first_row, int first_column) {
-  constexpr int kPanelBytes = Config::kBlockM * Config::kDqPanelColumns * 4;
-  const int row = first_row + 16 * (warpgroup_thread / 32) + warpgroup_thread % 32 / 4;
-  const uint32_t thread_base = dq_base + 4 * dq_shared_offset<Config>(row, first_column + 2 * (warpgroup_thread % 4));
-  CUTE_UNROLL
-  for (int j = 0; j < 8; ++j) {
-    CUTE_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      // The chunk bits (4..6) of thread_base come from the swizzle alone: dq_base is 1024-aligned.
-      const uint32_t address = (thread_base ^ ((j % 4) << 5)) + (j / 4) * kPanelBytes + h * 8 * 128;
-      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(address), "f"(acc(4 * j + 2 * h)),
-                   "f"(acc(4 * j + 2 * h + 1))
-                   : "memory");
-    }
-  }
-}
-
-// Zeroes the accumulator rows at or past query_rows (the next segment's queries) of a 64 x 64 dQ
-// block at first_row: their dS is 0, but 0 times a NaN key of this segment would still add NaN to
-// another segment's dQ.
+// Adds a warpgroup's 64 x 64 dQ block (a wgmma accumulator, unscaled: the convert pass applies
+// the softmax scale) to its place in the accumulator, value v of thread t at
+// dq_fragment_offset(t, v): 4 consecutive values per reduction, so a warp's 32 reductions cover
+// one contiguous 512-byte run.
 template <typename Accumulator>
-__device__ __forceinline__ void zero_dq_rows_past(Accumulator& acc, int warpgroup_thread, int first_row,
-                                                  int query_rows) {
-  const int row = first_row + 16 * (warpgroup_thread / 32) + warpgroup_thread % 32 / 4;
+__device__ __forceinline__ void add_dq_block(float* block, const Accumulator& acc, int warpgroup_thread) {
+  static_assert(decltype(cute::size(acc))::value == 32, "one 64 x 64 block per warpgroup");
+  float* thread_values = block + dq_fragment_offset(warpgroup_thread, 0);
   CUTE_UNROLL
-  for (int i = 0; i < cute::size(acc); ++i) {
-    const bool inside = row + 8 * (i / 2 % 2) < query_rows;
-    acc(i) = inside ? acc(i) : 0.f;
-  }
-}
-
-// A consumer warpgroup and the dQ warp meet at the dQ block's barriers.
-constexpr uint32_t kDqHandoffThreads = 128 + 32;
-
-// The dQ warp (atomic mode): per step, each consumer warpgroup's dQ block, once written, goes to
-// the fp32 accumulator by TMA reductions issued by lane 0; the blocks are handed back once the
-// reductions have read them. Every block starts free; the last step's blocks are not handed back
-// (no consumer waits for them), so each barrier sees as many arrivals as waits.
-template <typename Config>
-__device__ void reduce_dq_blocks(const BackwardTmaParams& params, typename Config::SharedStorage& shared) {
-  const BackwardKernelParams& p = params.base;
-  const KeyTileWork work(p, Config::kBlockN);
-  const bool leader = threadIdx.x % 32 == 0;
-  const auto hand_back = [] {
-    CUTE_UNROLL
-    for (int warpgroup = 0; warpgroup < Config::kConsumerWarpgroups; ++warpgroup) {
-      cutlass::arch::NamedBarrier::arrive(kDqHandoffThreads, kDqEmptyBarrier + warpgroup);
-    }
-  };
-  hand_back();
-  const QueryWalk walk =
-      QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, Config::kBlockM);
-  for (QueryStep step = walk.first; !walk.done(step);) {
-    CUTE_UNROLL
-    for (int warpgroup = 0; warpgroup < Config::kConsumerWarpgroups; ++warpgroup) {
-      cutlass::arch::NamedBarrier::sync(kDqHandoffThreads, kDqFullBarrier + warpgroup);
-      if (leader) {
-        const int first_row = Config::dq_block_first_row(warpgroup);
-        const int first_column = Config::dq_block_first_column(warpgroup);
-        CUTE_UNROLL
-        for (int column = first_column; column < first_column + 64; column += Config::kDqPanelColumns) {
-          cute::SM90_TMA_REDUCE_ADD_3D::copy(&params.dq_accum_map,
-                                             shared.dq + dq_shared_offset<Config>(first_row, column), column,
-                                             step.begin + first_row, step.head);
-        }
-        cute::tma_store_arrive();
-      }
-    }
-    if (leader) cute::tma_store_wait<0>();
-    __syncwarp();
-    walk.advance(step);
-    if (!walk.done(step)) hand_back();
+  for (int i = 0; i < 8; ++i) {
+    static_assert(dq_fragment_offset(0, 4) == 512 && dq_fragment_offset(0, 3) == 3);
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(thread_values + 512 * i), "f"(acc(4 * i)),
+                 "f"(acc(4 * i + 1)), "f"(acc(4 * i + 2)), "f"(acc(4 * i + 3))
+                 : "memory");
   }
 }
 
@@ -310,7 +228,6 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   // tensor pipe does not drain between steps; its Q stage goes back once S^T is seen complete.
   bool q_release_pending = false;
   typename Config::Pipeline::PipelineState q_release_state;
-  const uint32_t dq_base = cute::cast_smem_ptr_to_uint(shared.dq);
   for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
     const int query_rows = min(kBlockM, step.segment_end - step.begin);
     q_pipeline.consumer_wait(q_state);
@@ -378,15 +295,11 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
       do_pipeline.consumer_release(do_state);
       warpgroup_gemm<false, 1>(mma_kv, tKVrdS, tKVrQt(_, _, _, q_stage), acc_dk);
 
-      // dQ block to shared memory, for the dQ warp to add to dq_accum.
-      cutlass::arch::NamedBarrier::sync(kDqHandoffThreads, kDqEmptyBarrier + warpgroup);
-      const int first_row = Config::dq_block_first_row(warpgroup);
-      const int first_column = Config::dq_block_first_column(warpgroup);
-      static_assert(decltype(size(acc_dq))::value == 32, "write_dq_block takes one 64 x 64 block per warpgroup");
-      if (query_rows < kBlockM) zero_dq_rows_past(acc_dq, warpgroup_thread, first_row, query_rows);
-      write_dq_block<Config>(dq_base, acc_dq, warpgroup_thread, first_row, first_column);
-      cutlass::arch::fence_view_async_shared();
-      cutlass::arch::NamedBarrier::arrive(kDqHandoffThreads, kDqFullBarrier + warpgroup);
+      // dQ block into the step's accumulator slot while dK runs.
+      const int64_t slot = dq_accumulator_slot(step.segment, step.begin, kBlockM);
+      add_dq_block(p.dq_accum + step.head * params.dq_accum_head_stride + slot * (kBlockM * kHeadDim) +
+                       warpgroup * kDqBlockFloats,
+                   acc_dq, warpgroup_thread);
       ds_stage ^= 1;
       q_release_state = q_state;
       q_release_pending = true;
@@ -435,7 +348,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   run_warp_specialized<Config>(
       [&] {
         if (threadIdx.x == 0) produce_backward<Config>(params, shared, q_pipeline, do_pipeline);
-        if (kAccumulateDq && threadIdx.x / 32 == 1) reduce_dq_blocks<Config>(params, shared);
       },
       [&] { consume_backward<Config, kAccumulateDq>(params, shared, q_pipeline, do_pipeline); });
 }

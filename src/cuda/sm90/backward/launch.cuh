@@ -1,17 +1,20 @@
 // The launcher behind run_backward<dtype, head_dim>; included only by the instantiation units
 // (compiled for sm_90a) so that each (dtype, head_dim) kernel compiles in its own translation unit.
-// The pre-pass, the dQ conversion and the deterministic mode's query-major dQ kernel are the
-// portable family's (memory-bound or a small share of the time; docs/decisions.md).
+// The pre-pass, the dQ conversion (reading this family's accumulator layout) and the deterministic
+// mode's query-major dQ kernel are the portable family's (memory-bound or a small share of the
+// time; docs/decisions.md).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include "cuda/common/cuda_check.h"
 #include "cuda/common/dtype_traits.cuh"
 #include "cuda/common/launch_with_shared_memory.cuh"
 #include "cuda/sm80/backward/dq_kernel.cuh"
 #include "cuda/sm80/backward/preprocess_kernel.cuh"
 #include "cuda/sm90/backward/config.cuh"
 #include "cuda/sm90/backward/deterministic_dq.h"
+#include "cuda/sm90/backward/dq_convert.cuh"
 #include "cuda/sm90/backward/kernel.cuh"
 #include "cuda/sm90/backward/launch.h"
 
@@ -29,14 +32,21 @@ void run_backward(const BackwardTmaParams& params) {
   const BackwardKernelParams& p = params.base;
   const auto stream = static_cast<cudaStream_t>(p.stream);
 
-  sm80::launch_backward_preprocess<Element, kHeadDim>(p, stream);
-
   const int kv_blocks = p.num_key_tiles * p.kv_heads;
   if (p.dq_accum != nullptr) {
+    // The tiled accumulator, slot padding included, is zeroed whole; the pre-pass would zero
+    // (H, T, d) rows.
+    check_cuda(cudaMemsetAsync(p.dq_accum, 0, p.heads * params.dq_accum_head_stride * sizeof(float), stream),
+               "cudaMemsetAsync (dQ accumulator)");
+    BackwardKernelParams preprocess = p;
+    preprocess.dq_accum = nullptr;
+    sm80::launch_backward_preprocess<Element, kHeadDim>(preprocess, stream);
     launch_with_shared_memory(backward_kv_kernel<Config, true>, "sm90 backward_kv_kernel", kv_blocks, Config::kThreads,
                               Config::kSmemBytes, stream, params);
-    sm80::launch_backward_dq_convert<Element, kHeadDim>(p, stream);
+    const TiledDqAccumulator<Config> accumulator{p.dq_accum, params.dq_accum_head_stride, p.cu_seqlens, p.num_segments};
+    sm80::launch_backward_dq_convert<Element, kHeadDim>(p, accumulator, stream);
   } else {
+    sm80::launch_backward_preprocess<Element, kHeadDim>(p, stream);
     launch_with_shared_memory(backward_kv_kernel<Config, false>, "sm90 backward_kv_kernel", kv_blocks, Config::kThreads,
                               Config::kSmemBytes, stream, params);
     using DqTraits =

@@ -14,11 +14,11 @@ namespace dualkv::detail::sm90 {
 // Everything the KV kernel reads, by value (a __grid_constant__ parameter: the TMA descriptors
 // must live in parameter, constant or global memory).
 struct BackwardTmaParams {
-  CUtensorMap q_map;         // Q as (d, H, T), box (64, 1, block_m), 128-byte swizzle
-  CUtensorMap dout_map;      // dO likewise
-  CUtensorMap k_map;         // K as (d, Hk, T), box (64, 1, block_n), 128-byte swizzle
-  CUtensorMap v_map;         // V likewise
-  CUtensorMap dq_accum_map;  // dq_accum as (d, T, H) fp32, box (32, 64, 1), 128-byte swizzle; atomic mode only
+  CUtensorMap q_map;             // Q as (d, H, T), box (64, 1, block_m), 128-byte swizzle
+  CUtensorMap dout_map;          // dO likewise
+  CUtensorMap k_map;             // K as (d, Hk, T), box (64, 1, block_n), 128-byte swizzle
+  CUtensorMap v_map;             // V likewise
+  int64_t dq_accum_head_stride;  // floats per query head of base.dq_accum (dq_accumulator.h); atomic mode only
   BackwardKernelParams base;
 };
 

@@ -1,0 +1,115 @@
+// The Hopper backward's dQ accumulator geometry (src/cuda/sm90/backward/dq_accumulator.h), which
+// the KV kernel adds into and the convert pass reads back: the register order of a warpgroup
+// block against the wgmma accumulator layout, slots of query tiles against layouts recomputed from
+// their lengths, and the token-to-segment search.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "cuda/sm90/backward/dq_accumulator.h"
+
+namespace dualkv::detail::sm90 {
+namespace {
+
+// wgmma m64nNk16 fp32 accumulator: value 4 j + 2 h + e of warpgroup thread t sits at row
+// 16 (t / 32) + (t % 32) / 4 + 8 h, column 8 j + 2 (t % 4) + e (PTX ISA, "wgmma D fragment").
+struct Position {
+  int row, column;
+};
+Position accumulator_position(int thread, int value) {
+  const int j = value / 4, h = value % 4 / 2, e = value % 2;
+  return {16 * (thread / 32) + thread % 32 / 4 + 8 * h, 8 * j + 2 * (thread % 4) + e};
+}
+
+TEST(Sm90DqAccumulator, BlockOrderIsTheAccumulatorsRegisterOrder) {
+  std::set<int> offsets;
+  for (int thread = 0; thread < 128; ++thread) {
+    for (int value = 0; value < 32; ++value) {
+      const Position at = accumulator_position(thread, value);
+      const int offset = dq_fragment_offset(thread, value);
+      EXPECT_EQ(dq_fragment_offset_at(at.row, at.column), offset) << "thread " << thread << " value " << value;
+      EXPECT_GE(offset, 0);
+      EXPECT_LT(offset, kDqBlockFloats);
+      offsets.insert(offset);
+    }
+  }
+  EXPECT_EQ(offsets.size(), static_cast<size_t>(kDqBlockFloats));  // every float of the block exactly once
+}
+
+// What makes the kernel's reductions cheap: one reduction of 4 consecutive values per thread, and
+// a warp's 32 reductions of the same values one contiguous 512-byte run.
+TEST(Sm90DqAccumulator, AWarpsReductionIsOneContiguousRun) {
+  for (int warp = 0; warp < 4; ++warp) {
+    for (int first_value = 0; first_value < 32; first_value += 4) {
+      const int start = dq_fragment_offset(32 * warp, first_value);
+      for (int lane = 0; lane < 32; ++lane) {
+        for (int k = 0; k < 4; ++k) {
+          EXPECT_EQ(dq_fragment_offset(32 * warp + lane, first_value + k), start + 4 * lane + k);
+        }
+      }
+      EXPECT_EQ(start % 128, 0);  // 512-byte aligned within the block
+    }
+  }
+}
+
+// Segment starts of a layout given by its segment lengths; one past the last holds the tokens.
+std::vector<int32_t> offsets_of(const std::vector<int32_t>& lengths) {
+  std::vector<int32_t> offsets{0};
+  for (const int32_t length : lengths) offsets.push_back(offsets.back() + length);
+  return offsets;
+}
+
+std::vector<std::vector<int32_t>> segment_length_cases() {
+  std::vector<std::vector<int32_t>> cases = {
+      {1},           {17, 5, 1, 70, 129, 1}, std::vector<int32_t>(200, 1), {4096, 2048, 2048, 2048},
+      {64, 64, 128}, {63, 65, 127}};
+  std::mt19937 rng(20261123);
+  std::uniform_int_distribution<int32_t> segments(1, 40), length(1, 700);
+  for (int trial = 0; trial < 30; ++trial) {
+    std::vector<int32_t> lengths(segments(rng));
+    for (int32_t& l : lengths) l = length(rng);
+    cases.push_back(lengths);
+  }
+  return cases;
+}
+
+// Every query tile a key tile's walk can visit (segment-aligned starts) owns a slot of its own,
+// inside the slots the workspace plans, which add at most block_m rows per segment.
+TEST(Sm90DqAccumulator, EveryQueryTileHasItsOwnSlot) {
+  for (const std::vector<int32_t>& lengths : segment_length_cases()) {
+    const std::vector<int32_t> offsets = offsets_of(lengths);
+    const auto segments = static_cast<int64_t>(lengths.size());
+    const int64_t tokens = offsets.back();
+    for (const int block : {64, 128}) {
+      const int64_t slots = dq_accumulator_slots(tokens, segments, block);
+      EXPECT_LE(slots * block, tokens + block * (segments + 1));
+      std::set<int64_t> used;
+      for (int s = 0; s < segments; ++s) {
+        for (int begin = offsets[s]; begin < offsets[s + 1]; begin += block) {
+          const int64_t slot = dq_accumulator_slot(s, begin, block);
+          EXPECT_GE(slot, 0);
+          EXPECT_LT(slot, slots) << "segment " << s << " tile at " << begin;
+          EXPECT_TRUE(used.insert(slot).second) << "segment " << s << " tile at " << begin << " reuses slot " << slot;
+        }
+      }
+    }
+  }
+}
+
+TEST(Sm90DqAccumulator, SegmentOfEveryToken) {
+  for (const std::vector<int32_t>& lengths : segment_length_cases()) {
+    const std::vector<int32_t> offsets = offsets_of(lengths);
+    const auto segments = static_cast<int>(lengths.size());
+    int segment = 0;
+    for (int token = 0; token < offsets.back(); ++token) {
+      while (token >= offsets[segment + 1]) ++segment;
+      ASSERT_EQ(segment_of_token(offsets.data(), segments, token), segment) << "token " << token;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dualkv::detail::sm90
