@@ -4,7 +4,8 @@
 #
 #   bench/run_layer_bench.sh [--quick] [other bench/layer_benchmark.py flags]
 #
-# Needs the CuTe/CUTLASS headers in .cutlass/include (carry ".cutlass" to the device machine).
+# Needs the CuTe/CUTLASS headers in .cutlass/include or .cutlass (carry ".cutlass" to the device
+# machine).
 # Results go to $OUT (the device tool's output folder) or build/layer-bench: build.log, tests.log,
 # bench.log, layer_benchmark.json, layer_benchmark.txt, layer_speedup.png. The benchmark runs
 # even when a test fails; the script then exits non-zero.
@@ -14,9 +15,10 @@ results=${OUT:-$root/build/layer-bench}
 mkdir -p "$results"
 export PYTHONUNBUFFERED=1
 cd "$root"
+if [[ -f .cutlass/include/cute/tensor.hpp ]]; then cutlass=$root/.cutlass/include; else cutlass=$root/.cutlass; fi
 
 python3 -m pip install . --no-build-isolation --no-deps \
-  -C cmake.define.DUALKV_CUTLASS_INCLUDE_DIR="$root/.cutlass/include" \
+  -C cmake.define.DUALKV_CUTLASS_INCLUDE_DIR="$cutlass" \
   -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90 \
   -C build.tool-args=-j16 2>&1 | tee "$results/build.log"
 
