@@ -118,8 +118,7 @@ BackwardWorkspace workspace_for(const Layout& layout, const BackwardParams& para
   const bool hopper = blocks.portable == nullptr;
   const int64_t tokens = layout.total_tokens();
   const int64_t dq_accum_rows =
-      hopper ? blocks.query_block * sm90::dq_accumulator_slots(tokens, layout.num_segments(), blocks.query_block)
-             : tokens;
+      hopper ? sm90::dq_accumulator_rows(tokens, layout.num_segments(), blocks.query_block) : tokens;
   return plan_backward_workspace(tokens, dq_accum_rows, params.q.heads, blocks.head_dim, params.deterministic,
                                  /*stores_lse_log2=*/hopper);
 }

@@ -62,8 +62,8 @@ void backward(const BackwardParams& p, const BackwardKernelParams& kernel_params
   params.dout_map = make_token_head_tensor_map(p.dout, 64, shape.block_m, "dout");
   params.k_map = make_token_head_tensor_map(p.k, 64, shape.block_n, "k");
   params.v_map = make_token_head_tensor_map(p.v, 64, shape.block_n, "v");
-  params.dq_accum_head_stride = dq_accumulator_slots(kernel_params.tokens, kernel_params.num_segments, shape.block_m) *
-                                shape.block_m * p.q.head_dim;
+  params.dq_accum_head_stride =
+      dq_accumulator_rows(kernel_params.tokens, kernel_params.num_segments, shape.block_m) * p.q.head_dim;
   if (p.q.dtype == DType::kFloat16) {
     HeadDimDispatch<DType::kFloat16>::run(p.q.head_dim, params);
   } else {

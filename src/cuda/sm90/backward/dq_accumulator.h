@@ -29,9 +29,20 @@ DUALKV_HOST_DEVICE int64_t dq_accumulator_slots(int64_t tokens, int64_t segments
   return segments + (tokens + block_m - 1) / block_m;
 }
 
+// Rows (of d floats) per head: the workspace's size and the stride between heads.
+DUALKV_HOST_DEVICE int64_t dq_accumulator_rows(int64_t tokens, int64_t segments, int block_m) {
+  return block_m * dq_accumulator_slots(tokens, segments, block_m);
+}
+
 // The slot of the query tile starting at `tile_begin` (a multiple of block_m from its segment's start).
 DUALKV_HOST_DEVICE int64_t dq_accumulator_slot(int segment, int tile_begin, int block_m) {
   return segment + tile_begin / block_m;
+}
+
+// Float offset of warpgroup block `warpgroup` of `slot` of `head`, slots of block_m x head_dim floats.
+DUALKV_HOST_DEVICE int64_t dq_block_offset(int head, int64_t head_stride, int64_t slot, int block_m, int head_dim,
+                                           int warpgroup) {
+  return head * head_stride + slot * (block_m * head_dim) + warpgroup * kDqBlockFloats;
 }
 
 // Float offset, inside a 64 x 64 block, of accumulator value `value` of warpgroup thread `thread`.

@@ -26,9 +26,8 @@ struct TiledDqAccumulator {
     const int tile_row = row - tile_begin;
     const int column = 8 * chunk;
     const int warpgroup = Config::kDqWarpgroupsAlongM == 1 ? column / 64 : tile_row / 64;
-    const float* block = data + head * head_stride +
-                         dq_accumulator_slot(segment, tile_begin, kBlockM) * (kBlockM * Config::kHeadDim) +
-                         warpgroup * kDqBlockFloats;
+    const float* block = data + dq_block_offset(head, head_stride, dq_accumulator_slot(segment, tile_begin, kBlockM),
+                                                kBlockM, Config::kHeadDim, warpgroup);
     const int block_row = tile_row - Config::dq_block_first_row(warpgroup);
     const int block_column = column - Config::dq_block_first_column(warpgroup);
     for (int pair = 0; pair < 4; ++pair) {

@@ -297,9 +297,9 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
 
       // dQ block into the step's accumulator slot while dK runs.
       const int64_t slot = dq_accumulator_slot(step.segment, step.begin, kBlockM);
-      add_dq_block(p.dq_accum + step.head * params.dq_accum_head_stride + slot * (kBlockM * kHeadDim) +
-                       warpgroup * kDqBlockFloats,
-                   acc_dq, warpgroup_thread);
+      add_dq_block(
+          p.dq_accum + dq_block_offset(step.head, params.dq_accum_head_stride, slot, kBlockM, kHeadDim, warpgroup),
+          acc_dq, warpgroup_thread);
       ds_stage ^= 1;
       q_release_state = q_state;
       q_release_pending = true;
