@@ -18,9 +18,14 @@ Reported per (P, N, method): median step time over --repeats after --warmup step
 compiles then), tokens/s (packed and N-copy), peak memory (max over ranks), MFU honest
 (deduplicated FLOPs) and effective (N-copy FLOPs) per GPU (bench/step_workload.py), and the
 largest micro-batch in responses that fits (doubling from 1 up to --max-fit, one process only: an
-out-of-memory on one rank would leave the others waiting in a collective). A method that runs out
-of memory at --micro-batch is timed at the largest size that fit. Each method's old log-probs on
-the first configuration are compared with dualkv's (max absolute difference, reported, no gate).
+out-of-memory on one rank would leave the others waiting in a collective). Each size is probed
+with the step itself, on synthetic groups of the same P and N, moved to the device as the timed
+step moves them: two micro-batches of that size (the first one's gradients alive during the
+second), or one where the step's own batch is a single micro-batch at that size. The timed step
+runs at the smaller of --micro-batch and that fit; in one process, a step that still runs out of
+memory is retried at half the size, down to 1 response, the sizes that failed listed under
+"oom_micro_batches" (with more processes it stops the run). Each method's old log-probs on the
+first configuration are compared with dualkv's (max absolute difference, reported, no gate).
 Writes step_bench.json, step_bench.txt and, with matplotlib, step_bench.png under --out.
 """
 
@@ -126,7 +131,8 @@ def _build_policy(args, device, parallel):
 
 
 def _run_method(method, policy, groups, micro_batch, args, device, world) -> dict:
-    """The method's largest fitting micro-batch (one process), then its timed step."""
+    """The method's largest fitting micro-batch (one process), then its timed step: in one process
+    at half the size after an out-of-memory error, down to 1 response."""
     attention = {"dualkv": "dualkv"}.get(method)
     if attention is None:
         import step_attention  # registers the baselines; needs a GPU to run
@@ -142,33 +148,50 @@ def _run_method(method, policy, groups, micro_batch, args, device, world) -> dic
         size = result["largest_micro_batch"]
     if size == 0:
         return {**result, "status": "OOM at a micro-batch of 1 response"}
-    micro_batches = [(b.to(device), ids) for b, ids in split(groups, size)]
     advantages = _advantages(groups, device)
-    try:
-        for _ in range(args.warmup):
-            _step(policy, micro_batches, advantages)
-        _synchronize(device)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        times, logprobs = [], None
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            logprobs = _step(policy, micro_batches, advantages)
-            _synchronize(device)
-            times.append(time.perf_counter() - start)
-    except torch.OutOfMemoryError:
-        if world > 1:
-            # Another rank may already wait in an FSDP collective: fail the whole run (torchrun
-            # stops every rank) rather than hang. The 1-GPU run's largest_micro_batch says what fits.
-            print(f"{method}: out of memory at a micro-batch of {size} responses; rerun with --methods {method} "
-                  "--micro-batch SMALLER", file=sys.stderr, flush=True)
-            raise
+    result["oom_micro_batches"] = []  # the sizes whose timed step ran out of memory
+    while True:
+        micro_batches = None
+        try:
+            micro_batches = [(b.to(device), ids) for b, ids in split(groups, size)]
+            times, logprobs = _timed_steps(policy, micro_batches, advantages, args, device)
+            break
+        except torch.OutOfMemoryError:
+            if world > 1:
+                # Another rank may already wait in an FSDP collective: fail the whole run (torchrun
+                # stops every rank) rather than hang. The 1-GPU run's largest_micro_batch says what fits.
+                print(f"{method}: out of memory at a micro-batch of {size} responses; rerun with --methods {method} "
+                      "--micro-batch SMALLER", file=sys.stderr, flush=True)
+                raise
+        # Recovered outside the handler: its traceback holds the failed step's frames and tensors.
+        micro_batches = None
         _recover(policy, device)
-        return {**result, "status": f"OOM at a micro-batch of {size} responses"}
+        result["oom_micro_batches"].append(size)
+        if size == 1:
+            return {**result, "status": "OOM at a micro-batch of 1 response"}
+        print(f"{method}: out of memory at a micro-batch of {size} responses; retrying at {size // 2}", flush=True)
+        size //= 2
     seconds = _max_over_ranks(statistics.median(times), device)
     peak = _max_over_ranks(torch.cuda.max_memory_allocated(device) / GIB, device) if device.type == "cuda" else None
     return {**result, "status": "ok", "micro_batch": size, "micro_steps": len(micro_batches), "step_s": seconds,
             "step_s_all": times, "peak_memory_gib": peak, "logprobs": logprobs}
+
+
+def _timed_steps(policy, micro_batches, advantages: dict, args, device) -> tuple[list[float], dict]:
+    """--warmup steps, then --repeats timed ones: their times and the last one's old log-probs.
+    Peak memory counts from after the warmup."""
+    for _ in range(args.warmup):
+        _step(policy, micro_batches, advantages)
+    _synchronize(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    times, logprobs = [], None
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        logprobs = _step(policy, micro_batches, advantages)
+        _synchronize(device)
+        times.append(time.perf_counter() - start)
+    return times, logprobs
 
 
 def _step(policy, micro_batches, advantages: dict) -> dict:
@@ -193,24 +216,35 @@ def _step(policy, micro_batches, advantages: dict) -> dict:
 
 
 def _largest_fit(policy, split, groups, args, device) -> int:
-    """Doubling from 1 response: the largest micro-batch whose one micro-step (old log-probs,
-    forward, backward) runs, up to --max-fit; 0 when even one response does not fit."""
+    """Doubling from 1 response: the largest micro-batch whose step runs, up to --max-fit; 0 when
+    even one response does not fit. Each size runs _step as the timed step runs it, on micro-batches
+    moved to the device up front: two of that size from a synthetic pool of groups like `groups`
+    (so the first one's gradients are alive during the second's forward and backward), or one when
+    `groups` at that size make a single micro-batch (a step with no gradient accumulation)."""
+    n = len(groups[0].responses)
+    # Enough groups for two micro-batches of --max-fit responses: ceil(2 size / N) groups split into
+    # at least two micro-batches of `size` in either stream (packed: one group already does when size < N).
     pool = synthetic_rollouts(
-        -(-args.max_fit // len(groups[0].responses)), len(groups[0].responses), len(groups[0].prompt),
-        tuple(args.response_length), policy.lm.config.vocab_size, seed=args.seed + 1,
+        -(-2 * args.max_fit // n), n, len(groups[0].prompt), tuple(args.response_length),
+        policy.lm.config.vocab_size, seed=args.seed + 1,
     )
+    advantages = _advantages(pool, device)
     largest, size = 0, 1
     while size <= args.max_fit:
-        needed = pool[: -(-size // len(pool[0].responses))]  # just the groups one micro-batch takes
-        batch = [(b.to(device), ids) for b, ids in split(needed, size)[:1]]
+        count = min(2, len(split(groups, size)))  # the timed step's micro-batches at this size, up to 2
+        needed = pool[: -(-count * size // n)]  # just the groups those micro-batches take
+        batches, fits = None, True
         try:
-            _step(policy, batch, _advantages(pool, device))
+            batches = [(b.to(device), ids) for b, ids in split(needed, size)[:count]]
+            _step(policy, batches, advantages)
             _synchronize(device)
         except torch.OutOfMemoryError:
-            _recover(policy, device)
+            fits = False
+        batches = None
+        if not fits:
+            _recover(policy, device)  # outside the handler: its traceback holds the step's tensors
             break
         largest, size = size, size * 2
-        del batch
         _free(device)
     return largest
 

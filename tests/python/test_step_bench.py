@@ -1,6 +1,8 @@
 """bench/run_step_bench.py on a CPU (tiny Qwen3): the code path the GPU run takes, its outputs and
-numbers; the micro-batching and work counts it reports; the baselines' attention plumbing."""
+numbers; its fit probe and out-of-memory retry (out-of-memory errors simulated); the micro-batching
+and work counts it reports; the baselines' attention plumbing."""
 
+import argparse
 import json
 import os
 import pathlib
@@ -13,11 +15,14 @@ import torch.nn.attention.varlen
 from training_support import rollouts
 
 import dualkv
+from dualkv.training import PackedPolicy, synthetic_rollouts
 from dualkv.training.models import build_model
 
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
+import run_step_bench as bench  # noqa: E402
 import step_attention  # noqa: E402
+import step_report  # noqa: E402
 import step_workload as work  # noqa: E402
 
 
@@ -48,6 +53,90 @@ def test_cpu_run_writes_the_report_with_rates_and_fits(tmp_path):
         assert "step_bench.png not written: matplotlib is not installed" in result.stdout
     else:
         assert (tmp_path / "step_bench.png").stat().st_size > 0
+
+
+def _tiny_policy():
+    return PackedPolicy(build_model("tiny-qwen3")).train()
+
+
+def _args(**overrides):
+    settings = {"max_fit": 4, "response_length": [3, 9], "seed": 0, "warmup": 1, "repeats": 2, **overrides}
+    return argparse.Namespace(**settings)
+
+
+@pytest.mark.parametrize(("groups", "largest", "probes_at_4"), [(2, 2, 2), (1, 4, 1)])
+def test_fit_probe_runs_the_step_on_two_micro_batches_with_gradients_alive(groups, largest, probes_at_4):
+    # Stand-in for the H100's memory: a micro-batch of 4 responses fits on its own, not beside the
+    # gradients a first micro-batch left (the timed step's gradient accumulation). The probe must
+    # see that wherever the timed step has two micro-batches or more (2 groups of 4 at size 4); a
+    # step whose batch is one micro-batch at that size (1 group of 4) accumulates nothing.
+    policy = _tiny_policy()
+    calls = []
+
+    def record(module, inputs):
+        batch = inputs[0]
+        alive = any(p.grad is not None for p in module.parameters())
+        calls.append((batch.num_responses, torch.is_grad_enabled(), alive))
+        if torch.is_grad_enabled() and alive and batch.num_responses >= 4:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    policy.register_forward_pre_hook(record)
+    step_groups = synthetic_rollouts(groups, 4, 5, (3, 9), policy.lm.config.vocab_size, seed=3)
+    found = bench._largest_fit(policy, work.packed_micro_batches, step_groups, _args(), torch.device("cpu"))
+    assert found == largest
+    # Sizes 1 and 2: old log-probs of both micro-batches first, then forward + backward of each, the
+    # second's forward with the first one's gradients alive; gradients dropped after each step.
+    for size in (1, 2):
+        expected = [(size, False, False)] * 2 + [(size, True, False), (size, True, True)]
+        assert calls[:4] == expected
+        del calls[:4]
+    if probes_at_4 == 2:  # the OOM on the second micro-batch; gradients dropped by the recovery
+        assert calls == [(4, False, False)] * 2 + [(4, True, False), (4, True, True)]
+    else:
+        assert calls == [(4, False, False), (4, True, False)]
+    assert all(p.grad is None for p in policy.parameters())
+
+
+def _run_with_memory_limit(monkeypatch, limit, world=1, micro_batch=8):
+    """run_step_bench._run_method with a _step that runs out of memory on micro-batches of more than
+    `limit` responses; the fit search (stubbed) accepts 8. Returns the result and the sizes stepped."""
+    stepped = []
+
+    def step(policy, micro_batches, advantages):
+        stepped.append(max(batch.num_responses for batch, _ in micro_batches))
+        if stepped[-1] > limit:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return {rid: torch.zeros(1) for _, ids in micro_batches for rid in ids}
+
+    monkeypatch.setattr(bench, "_step", step)
+    monkeypatch.setattr(bench, "_largest_fit", lambda *args: 8)
+    monkeypatch.setattr(bench, "_max_over_ranks", lambda value, device: value)
+    groups = synthetic_rollouts(1, 8, 5, (3, 9), 128, seed=3)
+    result = bench._run_method("dualkv", _tiny_policy(), groups, micro_batch, _args(), torch.device("cpu"), world)
+    return result, stepped
+
+
+def test_timed_step_out_of_memory_retries_at_half_the_size(monkeypatch):
+    result, stepped = _run_with_memory_limit(monkeypatch, limit=2)
+    assert result["status"] == "ok" and result["micro_batch"] == 2 and result["micro_steps"] == 4
+    assert result["oom_micro_batches"] == [8, 4] and result["largest_micro_batch"] == 8
+    assert stepped == [8, 4, 2, 2, 2]  # one failed warmup at 8 and 4, then warmup + 2 repeats at 2
+    assert len(result["step_s_all"]) == 2 and result["step_s"] > 0
+    # The table renders the result (its status; the sizes that failed are in the JSON only).
+    line = step_report.format_entry({"P": 5, "N": 8, "methods": {"dualkv": result}})
+    assert line.split()[-1] == "ok"
+
+    result, _ = _run_with_memory_limit(monkeypatch, limit=8)
+    assert result["status"] == "ok" and result["micro_batch"] == 8 and result["oom_micro_batches"] == []
+
+
+def test_timed_step_out_of_memory_at_one_response_or_on_several_ranks(monkeypatch):
+    result, stepped = _run_with_memory_limit(monkeypatch, limit=0)
+    assert result["status"] == "OOM at a micro-batch of 1 response"
+    assert result["oom_micro_batches"] == [8, 4, 2, 1] == stepped and "micro_batch" not in result
+    # With other ranks in collectives, an out-of-memory error stops the run instead of retrying.
+    with pytest.raises(torch.OutOfMemoryError):
+        _run_with_memory_limit(monkeypatch, limit=2, world=2)
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 16])
