@@ -32,7 +32,9 @@ baseline that raises there is reported as failed, with the error, and not timed.
 Timing: torch.cuda.Event around each forward and each backward; the first forward+backward is the
 warm-up (compilation included) and the peak-memory run (torch.cuda.max_memory_allocated, counting
 the packed inputs and the baseline's own copied layout); then min..max repeats, as many as the
-first timed pass says fit --budget-s, and the median of each.
+first timed pass says fit --budget-s, and the median of each; then as many forwards back to back,
+whose median is forward_alone_ms (the forward at the clock its own power draw sets; in the
+alternating passes it inherits the clock the preceding backward left, as dualkv_bench's does).
 A configuration that does not fit in memory is reported as OOM.
 """
 import argparse
@@ -503,10 +505,21 @@ def measure(baseline_type, problem, args):
     times += [timed_pass() for _ in range(repeats - 1)]
     forward_ms = statistics.median(t[0] for t in times)
     backward_ms = statistics.median(t[1] for t in times)
+
+    def forward_alone():
+        start.record()
+        baseline.forward()
+        middle.record()
+        middle.synchronize()
+        return start.elapsed_time(middle)
+
+    forward_alone_ms = statistics.median(forward_alone() for _ in range(repeats))
     flops = 4 * problem.head_dim * problem.heads * baseline.pairs()
     return {"status": "ok", "repeats": repeats, "forward_ms": forward_ms, "backward_ms": backward_ms,
             "fb_ms": forward_ms + backward_ms, "forward_tflops": flops / forward_ms / 1e9,
-            "backward_tflops": BACKWARD_FLOP_RATIO * flops / backward_ms / 1e9, "peak_bytes": peak}
+            "backward_tflops": BACKWARD_FLOP_RATIO * flops / backward_ms / 1e9,
+            "forward_alone_ms": forward_alone_ms, "forward_alone_tflops": flops / forward_alone_ms / 1e9,
+            "peak_bytes": peak}
 
 
 def parse_configs(text):
@@ -573,7 +586,8 @@ def main():
                 report["results"].append(entry)
                 if entry["status"] == "ok":
                     print(f"{entry['config']:>12} {dtype_name} {entry['baseline']:>17}: fwd {entry['forward_ms']:9.2f} ms"
-                          f"  bwd {entry['backward_ms']:9.2f} ms  peak {entry['peak_bytes'] / 2**30:6.1f} GiB"
+                          f"  bwd {entry['backward_ms']:9.2f} ms  fwd alone {entry['forward_alone_ms']:9.2f} ms"
+                          f"  peak {entry['peak_bytes'] / 2**30:6.1f} GiB"
                           f"  ({entry['repeats']} runs)", flush=True)
                 else:
                     print(f"{entry['config']:>12} {dtype_name} {entry['baseline']:>17}: OOM", flush=True)

@@ -20,7 +20,8 @@ std::string format(const char* pattern, double value) {
 void print_header(std::ostream& out, const RunOptions& options) {
   out << "kernel family: " << kernel_family_name(options.kernel_family)
       << "; deterministic backward: " << (options.deterministic ? "yes" : "no") << "\n";
-  out << "config        dtype     fwd ms   bwd ms  fwd TF/s  bwd TF/s  peak GiB  tensors GiB  peak/tensors\n";
+  out << "config        dtype     fwd ms   bwd ms  fwd TF/s  bwd TF/s  peak GiB  tensors GiB  peak/tensors"
+         "  fwd alone ms  fwd alone TF/s\n";
 }
 
 void print_row(std::ostream& out, const BenchResult& r) {
@@ -29,10 +30,11 @@ void print_row(std::ostream& out, const BenchResult& r) {
     std::snprintf(line, sizeof line, "%-13s %-8s %s\n", r.config.name().c_str(), dtype_name(r.dtype),
                   r.failure.c_str());
   } else {
-    std::snprintf(line, sizeof line, "%-13s %-8s %8.2f %8.2f %9.1f %9.1f %9.2f %12.2f %13.2f\n",
+    std::snprintf(line, sizeof line, "%-13s %-8s %8.2f %8.2f %9.1f %9.1f %9.2f %12.2f %13.2f %13.2f %15.1f\n",
                   r.config.name().c_str(), dtype_name(r.dtype), r.forward_ms, r.backward_ms, r.forward_tflops,
                   r.backward_tflops, r.peak_bytes / kGiB, r.tensor_bytes / kGiB,
-                  static_cast<double>(r.peak_bytes) / static_cast<double>(r.tensor_bytes));
+                  static_cast<double>(r.peak_bytes) / static_cast<double>(r.tensor_bytes), r.forward_alone_ms,
+                  r.forward_alone_tflops);
   }
   out << line << std::flush;
 }
@@ -62,8 +64,10 @@ void write_json(const std::string& path, const std::string& device_name, const R
            << ", \"forward_ms\": " << format("%.4f", r.forward_ms)
            << ", \"backward_ms\": " << format("%.4f", r.backward_ms)
            << ", \"forward_tflops\": " << format("%.2f", r.forward_tflops)
-           << ", \"backward_tflops\": " << format("%.2f", r.backward_tflops) << ", \"peak_bytes\": " << r.peak_bytes
-           << ", \"tensor_bytes\": " << r.tensor_bytes << "}";
+           << ", \"backward_tflops\": " << format("%.2f", r.backward_tflops)
+           << ", \"forward_alone_ms\": " << format("%.4f", r.forward_alone_ms)
+           << ", \"forward_alone_tflops\": " << format("%.2f", r.forward_alone_tflops)
+           << ", \"peak_bytes\": " << r.peak_bytes << ", \"tensor_bytes\": " << r.tensor_bytes << "}";
     }
     file << (i + 1 < results.size() ? ",\n" : "\n");
   }

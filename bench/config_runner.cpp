@@ -249,11 +249,19 @@ BenchResult run_config(const BenchConfig& config, DType dtype, const RunOptions&
     pass.backward(set);
     backward_ms.push_back(timer.stop_ms());
   }
+  std::vector<double> forward_alone_ms;
+  for (int r = 0; r < options.repeats; ++r) {
+    timer.start();
+    pass.forward(*sets[r % sets.size()]);
+    forward_alone_ms.push_back(timer.stop_ms());
+  }
   result.repeats = options.repeats;
   result.forward_ms = median(forward_ms);
   result.backward_ms = median(backward_ms);
+  result.forward_alone_ms = median(forward_alone_ms);
   result.forward_tflops = forward_flops(config) / (result.forward_ms * 1e9);
   result.backward_tflops = backward_flops(config) / (result.backward_ms * 1e9);
+  result.forward_alone_tflops = forward_flops(config) / (result.forward_alone_ms * 1e9);
   return result;
 }
 

@@ -27,10 +27,15 @@ struct BenchResult {
   std::string failure;  // empty on success; "OOM" when the shape does not fit
   int repeats = 0;
   int input_sets = 0;       // distinct input sets the timed runs rotate over
-  double forward_ms = 0.0;  // medians
+  double forward_ms = 0.0;  // medians of forward, backward, forward, backward, ...
   double backward_ms = 0.0;
   double forward_tflops = 0.0;
   double backward_tflops = 0.0;
+  // Median of forwards run back to back: the forward alone, at the clock its own power draw sets.
+  // In the alternating loop the forward inherits the clock the backward before it left (on an
+  // H100 the same forward measured 601-715 TFLOP/s depending on which backward kernel preceded it).
+  double forward_alone_ms = 0.0;
+  double forward_alone_tflops = 0.0;
   size_t peak_bytes = 0;    // process high-water mark around one forward + backward
   size_t tensor_bytes = 0;  // Q, K, V, O, dO, dQ, dK, dV themselves
 };

@@ -13,7 +13,9 @@
 // the table and the JSON says so.
 //
 // Times are CUDA-event medians over --repeats runs after --warmups runs, rotating over two input
-// sets where memory allows; TFLOP/s count the deduplicated pairs (forward 4 d H pairs, backward
+// sets where memory allows: forward and backward alternating, then --repeats forwards back to back
+// ("fwd alone": the forward's speed at the clock its own power draw sets, not the one the
+// preceding backward left); TFLOP/s count the deduplicated pairs (forward 4 d H pairs, backward
 // 2.5x). Peak memory is the process's cudaMemGetInfo high-water mark around one forward +
 // backward, next to the bytes of Q, K, V, O, dO, dQ, dK, dV.
 #include <cuda_runtime_api.h>

@@ -14,7 +14,9 @@ method, also for baselines that compute more (the N-copy ones): forward 4 d H pa
 pairs = P(P+1)/2 + N(RP + R(R+1)/2).
 Each dualkv line ends with its speedup over the fastest composition (cudnn_composition,
 fa4_composition) in forward / backward / forward+backward, each against the composition fastest
-at that measure: composition ms / dualkv ms, so above 1 means dualkv is faster.
+at that measure: composition ms / dualkv ms, so above 1 means dualkv is faster. Files that time
+the forward alone as well (forward_alone_ms: forwards back to back, not after a backward) add its
+ms and TFLOP/s columns and a fourth speedup, "fwd alone"; "-" where a file predates the field.
 """
 import json
 import sys
@@ -23,7 +25,7 @@ GIB = 2 ** 30
 BACKWARD_FLOP_RATIO = 2.5
 COMPOSITIONS = ("cudnn_composition", "fa4_composition")
 DTYPE_SHORT = {"float16": "fp16", "bfloat16": "bf16"}
-MEASURES = ("forward_ms", "backward_ms", "fb_ms")
+MEASURES = ("forward_ms", "backward_ms", "fb_ms", "forward_alone_ms")
 
 
 def forward_flops(entry):
@@ -60,8 +62,19 @@ def method_line(name, entry, flops):
         return f"  {name:<24} {entry['status']}" + (f" ({reason[:90]})" if reason else "")
     forward, backward = entry["forward_ms"], entry["backward_ms"]
     forward_tflops, backward_tflops = flops / forward / 1e9, BACKWARD_FLOP_RATIO * flops / backward / 1e9
+    alone = entry.get("forward_alone_ms")
+    alone_columns = f"{alone:9.2f} {flops / alone / 1e9:8.1f}" if alone else f"{'-':>9} {'-':>8}"
     return (f"  {name:<24} {forward:9.2f} {forward_tflops:8.1f} {backward:9.2f} {backward_tflops:8.1f} "
-            f"{entry['fb_ms']:9.2f} {entry['peak_bytes'] / GIB:8.2f}")
+            f"{entry['fb_ms']:9.2f} {entry['peak_bytes'] / GIB:8.2f} {alone_columns}")
+
+
+def speedups(entry, timed, best):
+    """'a / b / c / d' over the fastest composition per measure; '-' where either side lacks it."""
+    def ratio(measure):
+        if measure not in best or measure not in entry:
+            return "    -"
+        return f"{timed[best[measure]][measure] / entry[measure]:5.2f}x"
+    return " / ".join(ratio(m) for m in MEASURES)
 
 
 def main():
@@ -78,17 +91,23 @@ def main():
         print(f"{run_label(report)}: {path} on {report['device']}")
     print(f"baselines: {sys.argv[-1]} on {baselines_report['device']} (torch {baselines_report['torch']})")
     print(f"  {'method':<24} {'fwd ms':>9} {'fwd TF/s':>8} {'bwd ms':>9} {'bwd TF/s':>8} {'f+b ms':>9} "
-          f"{'peak GiB':>8}  speedup over the fastest composition: fwd / bwd / f+b")
+          f"{'peak GiB':>8} {'fwd1 ms':>9} {'fwd1 TF/s':>8}  speedup over the fastest composition: "
+          "fwd / bwd / f+b / fwd alone (fwd1: forwards back to back)")
     for (config, dtype), group in collect(dualkv_reports, baselines_report).items():
         flops = forward_flops(next(iter(group.values())))
         timed = {name: group[name] for name in COMPOSITIONS if group.get(name, {}).get("status") == "ok"}
-        best = {m: min(timed, key=lambda name: timed[name][m]) for m in MEASURES} if timed else {}
+        best = {}
+        for measure in MEASURES:
+            having = [name for name in timed if measure in timed[name]]
+            if having:
+                best[measure] = min(having, key=lambda name: timed[name][measure])
         print(f"{config} {dtype}: fastest composition fwd {best.get('forward_ms', '-')}, "
-              f"bwd {best.get('backward_ms', '-')}, f+b {best.get('fb_ms', '-')}")
+              f"bwd {best.get('backward_ms', '-')}, f+b {best.get('fb_ms', '-')}, "
+              f"fwd alone {best.get('forward_alone_ms', '-')}")
         for name, entry in group.items():
             line = method_line(name, entry, flops)
             if name.startswith("dualkv") and entry["status"] == "ok" and best:
-                line += "  " + " / ".join(f"{timed[best[m]][m] / entry[m]:5.2f}x" for m in MEASURES)
+                line += "  " + speedups(entry, timed, best)
             print(line)
 
 
