@@ -151,7 +151,6 @@ def _run_method(method, policy, groups, micro_batch, args, device, world) -> dic
     advantages = _advantages(groups, device)
     result["oom_micro_batches"] = []  # the sizes whose timed step ran out of memory
     while True:
-        micro_batches = None
         try:
             micro_batches = [(b.to(device), ids) for b, ids in split(groups, size)]
             times, logprobs = _timed_steps(policy, micro_batches, advantages, args, device)
@@ -233,7 +232,7 @@ def _largest_fit(policy, split, groups, args, device) -> int:
     while size <= args.max_fit:
         count = min(2, len(split(groups, size)))  # the timed step's micro-batches at this size, up to 2
         needed = pool[: -(-count * size // n)]  # just the groups those micro-batches take
-        batches, fits = None, True
+        fits = True
         try:
             batches = [(b.to(device), ids) for b, ids in split(needed, size)[:count]]
             _step(policy, batches, advantages)
