@@ -4,10 +4,9 @@
 #
 #   eval "$(bench/install_fa4_wheels.sh)"      # sets PYTHONPATH; messages go to stderr
 #
-# .whl/ holds the pure-Python wheels as downloaded; .whl/big/ holds the wheels with shared
-# libraries or over 1 MB as <wheel>.xz: re-zipped uncompressed, then xz'd, which is what keeps
-# the whole folder under the 64 MiB a device call may carry (the 88 MiB
-# nvidia-cutlass-dsl-libs-cu13 wheel becomes 56 MiB). SITE (default /tmp/site) is replaced.
+# scripts/fetch_fa4_wheels.sh fills .whl/ (pinned versions; the layout and why it is compressed
+# are described there): .whl/*.whl as downloaded, .whl/big/<wheel>.xz for the large ones.
+# SITE (default /tmp/site) is replaced.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 site=${SITE:-/tmp/site}
