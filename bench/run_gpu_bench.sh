@@ -7,7 +7,7 @@
 # Both flags go to all three programs. DUALKV_BUILD_DIR names the CMake build holding
 # bench/dualkv_bench (default build/h3c); results go to $OUT (the device tool's output folder)
 # or build/bench-results: dualkv_hopper.json, dualkv_portable.json, baselines.json, table.txt.
-# Where .whl/ holds the FlashAttention-4 wheels (bench/install_fa4_wheels.sh says which), they are
+# Where .whl/ holds the FlashAttention-4 wheels (scripts/fetch_fa4_wheels.sh fetches them), they are
 # installed first so that fa4_composition runs; otherwise the table says "not installed".
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
