@@ -38,11 +38,24 @@ __device__ __forceinline__ typename Config::Pipeline make_tma_pipeline(
   return typename Config::Pipeline(storage, params, cute::Shape<cute::_1, cute::_1, cute::_1>{});
 }
 
+// setmaxnreg moves registers inside the CTA's own allocation (SASS: USETMAXREG ... CTAPOOL), which
+// __launch_bounds__(kThreads, 1) sets at 64 Ki / kThreads per thread, rounded down to 8: the
+// warpgroups' new counts must fit it, or the consumers' setmaxnreg.inc waits forever (a hang, seen
+// in session 13 with 32 + 2 x 240 at 384 threads).
+template <typename Config>
+constexpr bool register_split_fits_allocation() {
+  constexpr int kLaunchRegisters = 65536 / Config::kThreads / 8 * 8;
+  return Config::kProducerRegisters + Config::kConsumerWarpgroups * Config::kConsumerRegisters <=
+         (Config::kConsumerWarpgroups + 1) * kLaunchRegisters;
+}
+
 // After every barrier is initialised (by thread 0): `produce` on every thread of the producer
 // warpgroup (a kernel picks the threads that work: thread 0 issues the loads) with its registers
 // lowered, `consume` on every consumer thread with theirs raised.
 template <typename Config, typename Produce, typename Consume>
 __device__ __forceinline__ void run_warp_specialized(const Produce& produce, const Consume& consume) {
+  static_assert(Config::kThreads == 128 * (Config::kConsumerWarpgroups + 1) && register_split_fits_allocation<Config>(),
+                "producer + consumer registers per thread exceed what the launch allocates");
   cutlass::arch::fence_barrier_init();
   __syncthreads();
   if (is_producer_warpgroup()) {
