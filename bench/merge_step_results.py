@@ -24,7 +24,9 @@ import step_report  # noqa: E402
 # What makes rows comparable in one table: the model and step (groups_per_rank: the step's batch)
 # and the hardware the rates and MFU are per.
 COMPATIBLE = ("model", "num_hidden_layers", "dtype", "groups_per_rank", "response_length", "world_size", "device",
-              "peak_flops_per_gpu")
+              "peak_flops_per_gpu", "fused_elementwise")
+# The value of a field in reports written before the field existed.
+ABSENT_MEANS = {"fused_elementwise": False}
 
 
 def load(path: pathlib.Path) -> tuple[pathlib.Path, dict]:
@@ -40,8 +42,9 @@ def merge(runs: list[tuple[pathlib.Path, dict]]) -> dict:
     seen = {}
     for file, report in runs:
         for field in COMPATIBLE:
-            if report[field] != first[field]:
-                raise ValueError(f"{field} differs: {first[field]!r} in {first_file}, {report[field]!r} in {file}")
+            value, first_value = (r.get(field, ABSENT_MEANS.get(field)) for r in (report, first))
+            if value != first_value:
+                raise ValueError(f"{field} differs: {first_value!r} in {first_file}, {value!r} in {file}")
         for entry in report["entries"]:
             key = (entry["P"], entry["N"])
             if key in seen:

@@ -47,6 +47,7 @@ from transformers import AutoModelForCausalLM, Qwen3Config
 import dualkv.transformers  # noqa: F401  (registers "dualkv")
 from dualkv import losses
 from dualkv.training import PackedPolicy, init_parallelism, shard_policy, synthetic_rollouts
+from dualkv.training.fused import fuse_elementwise
 from dualkv.training.models import MODEL_CONFIGS
 from dualkv.training.parallel import init_distributed
 
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> dict:
     report = {
         "device": device_name, "world_size": world, "torch": torch.__version__, "model": args.model,
         "num_hidden_layers": config.num_hidden_layers, "dtype": args.dtype, "groups_per_rank": args.groups,
+        "fused_elementwise": args.fuse_elementwise,
         "response_length": args.response_length, "peak_flops_per_gpu": peak,
         "skipped_methods": _skipped(args.methods, device), "entries": entries,
     }
@@ -126,6 +128,8 @@ def _build_policy(args, device, parallel):
     torch.manual_seed(args.seed)
     with torch.device(device):  # built where it runs: Qwen3-8B's init on a CPU takes minutes
         lm = AutoModelForCausalLM.from_config(config, attn_implementation="dualkv", dtype=dtype)
+    if args.fuse_elementwise:  # every method: the layers outside attention are shared
+        fuse_elementwise(lm)
     policy = shard_policy(PackedPolicy(lm).train(), parallel, param_dtype=None, activation_checkpointing=True)
     return policy, config
 
@@ -325,6 +329,9 @@ def _parse(argv):
     parser.add_argument("--max-fit", type=int, default=256, help="largest micro-batch tried (responses)")
     parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak (default: by its name)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fuse-elementwise", action="store_true",
+                        help="RMSNorm and the gated MLP's activation as compiled kernels, for every method "
+                             "(dualkv.training.fused)")
     parser.add_argument("--out", default="build/step-bench", help="folder for the JSON, table and plot")
     args = parser.parse_args(argv)
     for name in ("groups", "repeats", "max_fit", "layers", "micro_batch"):

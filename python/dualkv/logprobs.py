@@ -225,8 +225,18 @@ class _LogProbsFromHidden(torch.autograd.Function):
             if need_hidden:
                 grad_hidden[rows] = (grad @ weight).to(grad_hidden.dtype)
             if need_weight:
-                grad_weight += (grad.T @ hidden2d[rows].to(weight.dtype)).float()
+                _accumulate_product(grad_weight, grad.T, hidden2d[rows].to(weight.dtype))
         return grad_hidden, None if grad_weight is None else grad_weight.to(weight.dtype), None
+
+
+def _accumulate_product(total: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """total (fp32) += a @ b for 16-bit a and b. On CUDA the GEMM adds into `total` itself (cuBLAS
+    with an fp32 C, beta = 1): a chunk's product is never rounded to 16 bits, and no fp32 copy and
+    separate add pass over the (vocab, D) weight-sized tensor are made per chunk."""
+    if total.is_cuda and a.dtype in (torch.float16, torch.bfloat16):
+        torch.addmm(total, a, b, out_dtype=torch.float32, out=total)
+    else:
+        total += (a @ b).float()
 
 
 def _logits_rows(logits2d: torch.Tensor, scoring: _Scoring):

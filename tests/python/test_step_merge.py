@@ -75,7 +75,8 @@ def test_merged_report_holds_both_runs_sorted_and_round_trips(runs, tmp_path):
 @pytest.mark.parametrize(
     ("field", "value"),
     [("model", "qwen3-8b"), ("num_hidden_layers", 36), ("dtype", "fp32"), ("groups_per_rank", 2),
-     ("response_length", [131, 2048]), ("world_size", 2), ("device", "NVIDIA H200"), ("peak_flops_per_gpu", 989e12)],
+     ("response_length", [131, 2048]), ("world_size", 2), ("device", "NVIDIA H200"), ("peak_flops_per_gpu", 989e12),
+     ("fused_elementwise", True)],
 )
 def test_refuses_runs_that_differ_in_a_compatibility_field(runs, field, value):
     (a, first), (b, second) = [merge_step_results.load(folder) for folder in runs]
@@ -85,6 +86,15 @@ def test_refuses_runs_that_differ_in_a_compatibility_field(runs, field, value):
     with pytest.raises(ValueError) as refused:
         merge_step_results.merge([(a, first), (b, other)])
     assert str(refused.value) == expected
+
+
+def test_a_report_from_before_fused_elementwise_merges_as_unfused(runs):
+    (a, first), (b, second) = [merge_step_results.load(folder) for folder in runs]
+    older = {key: value for key, value in second.items() if key != "fused_elementwise"}
+    assert first["fused_elementwise"] is False
+    assert merge_step_results.merge([(a, first), (b, older)])["fused_elementwise"] is False
+    with pytest.raises(ValueError, match="fused_elementwise differs: True in"):
+        merge_step_results.merge([(a, {**first, "fused_elementwise": True}), (b, older)])
 
 
 def test_a_differing_torch_version_is_kept_per_source(runs):

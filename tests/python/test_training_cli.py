@@ -34,6 +34,27 @@ def test_command_line_runs_policy_updates_and_logs_one_json_line_per_step(tmp_pa
         assert record["kl"] == 0.0  # DAPO: no KL term, no reference policy
 
 
+def test_fused_elementwise_layers_give_the_same_updates(tmp_path):
+    """GRPO (so a frozen reference copy of the fused model runs too), with and without
+    --fuse-elementwise: the same loss, KL and gradient norm at every step."""
+    write_rollouts(tmp_path / "rollouts.jsonl", records(rollouts()))
+    logged = []
+    for flags in ([], ["--fuse-elementwise"]):
+        log = tmp_path / f"steps{len(flags)}.jsonl"
+        result = subprocess.run(
+            [sys.executable, "-m", "dualkv.training", "--rollouts", str(tmp_path / "rollouts.jsonl"), "--dtype", "fp32",
+             "--groups-per-step", "2", "--max-tokens", "20", "--device", "cpu", "--metrics-log", str(log), *flags],
+            capture_output=True, text=True, timeout=300,
+        )
+        assert result.returncode == 0, result.stderr
+        logged.append([json.loads(line) for line in log.read_text().splitlines()])
+    eager, fused = logged
+    assert len(eager) == len(fused) == 2
+    for a, b in zip(eager, fused):
+        for key in ("loss", "kl", "grad_norm"):
+            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-7), key
+
+
 def test_command_line_names_a_rollout_file_of_unknown_format(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "dualkv.training", "--rollouts", str(tmp_path / "rollouts.csv"), "--device", "cpu"],

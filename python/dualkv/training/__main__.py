@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
+from .fused import fuse_elementwise
 from .models import MODEL_CONFIGS, build_model
 from .parallel import init_distributed, init_parallelism, shard_policy
 from .policy import PackedPolicy
@@ -28,6 +29,8 @@ def main(argv: list[str] | None = None) -> None:
     device = init_distributed(args.device)
     parallel = init_parallelism(args.sp, device)
     lm = build_model(args.model, seed=args.seed)
+    if args.fuse_elementwise:
+        fuse_elementwise(lm)
     rollouts = (
         load_rollouts(args.rollouts)
         if args.rollouts
@@ -96,6 +99,8 @@ def _parse(argv):
     model.add_argument("--no-checkpointing", dest="checkpointing", action="store_false",
                        help="disable activation checkpointing of the decoder layers")
     model.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when usable")
+    model.add_argument("--fuse-elementwise", action="store_true",
+                       help="RMSNorm and the gated MLP's activation as compiled kernels (dualkv.training.fused)")
     update = parser.add_argument_group("update")
     update.add_argument("--loss", choices=("grpo", "dapo"), default="grpo")
     update.add_argument("--kl-coef", type=float, help="override the loss's KL coefficient (GRPO 0.04, DAPO 0)")
