@@ -94,8 +94,12 @@ def main() -> None:
                 totals[category(event.name)] += us
                 names[event.name] += us
         kernel = sum(totals.values())
+        if torch.distributed.get_rank() != 0:
+            continue
+        compute = kernel - totals["nccl"]
         print(f"== {method}{' fused' if fuse else ''} P={p} N={n} layers={config.num_hidden_layers}: step {wall:.3f} s under the profiler, "
               f"kernels {kernel / 1e6:.3f} s")
+        print(f"   kernels outside NCCL {compute / 1e6:.3f} s; step wall minus those {wall - compute / 1e6:.3f} s")
         for name, us in totals.most_common():
             print(f"  {name:20s} {us / 1e6:8.3f} s  {100 * us / kernel:5.1f}%")
         for name, us in names.most_common(30):
