@@ -6,6 +6,7 @@ batches (dualkv) against the same step on the N-copy batch with PyTorch's FlashA
 
     python3 bench/run_step_bench.py                                     # 1 GPU, the grid
     torchrun --nproc-per-node 2 bench/run_step_bench.py                 # 2 GPUs, FSDP2
+    torchrun --nproc-per-node 4 bench/run_step_bench.py --model qwen3-30b-a3b   # MoE (Qwen3-30B-A3B)
     python3 bench/run_step_bench.py --device cpu --model tiny-qwen3 --prompt-lengths 32 \\
         --responses 2 3 --response-length 3 9 --max-fit 8               # the code path on a CPU
 
@@ -42,13 +43,13 @@ import time
 import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule
-from transformers import AutoModelForCausalLM, Qwen3Config
+from transformers import AutoModelForCausalLM
 
 import dualkv.transformers  # noqa: F401  (registers "dualkv")
 from dualkv import losses
 from dualkv.training import PackedPolicy, init_parallelism, shard_policy, synthetic_rollouts
 from dualkv.training.fused import fuse_elementwise
-from dualkv.training.models import MODEL_CONFIGS
+from dualkv.training.models import MODEL_CONFIGS, model_config
 from dualkv.training.parallel import init_distributed
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -122,8 +123,7 @@ def _skipped(requested: list[str], device: torch.device) -> dict:
 
 
 def _build_policy(args, device, parallel):
-    settings = {**MODEL_CONFIGS[args.model], **({"num_hidden_layers": args.layers} if args.layers else {})}
-    config = Qwen3Config(**settings)
+    config = model_config(args.model, **({"num_hidden_layers": args.layers} if args.layers else {}))
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
     torch.manual_seed(args.seed)
     with torch.device(device):  # built where it runs: Qwen3-8B's init on a CPU takes minutes

@@ -7,7 +7,10 @@ group over its token budget); the N-copy stream holds one [prompt; response] row
 
 FLOPs are model FLOPs: 2 per multiply-add of the linear layers, the attention matmuls over the
 visible query-key pairs (QK^T and PV: 4 H d per pair), and the LM head on the scored tokens. A
-step is the old-log-prob forward, the forward and the backward (twice the forward): 4 forwards.
+mixture-of-experts layer (transformers' Qwen3-MoE rule: a layer is sparse unless it is in
+mlp_only_layers or (index + 1) is not a multiple of decoder_sparse_step) counts its active
+parameters: the router (h x num_experts) and num_experts_per_tok experts of 3 h
+moe_intermediate_size each; a dense layer, 3 h intermediate_size. A step is the old-log-prob forward, the forward and the backward (twice the forward): 4 forwards.
 Activation-checkpoint recomputation is not counted (MFU convention). "Honest" counts the
 deduplicated batch (each prompt once), "effective" the N-copy batch, for every method alike, so
 both are useful work per second, not the work a method chose to do.
@@ -86,10 +89,26 @@ def batch_counts(groups: Sequence[RolloutGroup]) -> dict:
 def step_flops(config, tokens: int, pairs: int, scored_tokens: int) -> float:
     """Model FLOPs of one step (STEP_FORWARDS forwards) of a transformers decoder config."""
     h, heads, kv_heads, d = config.hidden_size, config.num_attention_heads, config.num_key_value_heads, config.head_dim
-    per_token_layer = h * heads * d + 2 * h * kv_heads * d + heads * d * h + 3 * h * config.intermediate_size
-    forward = config.num_hidden_layers * (2.0 * tokens * per_token_layer + 4.0 * pairs * heads * d)
+    attention_projections = h * heads * d + 2 * h * kv_heads * d + heads * d * h
+    mlps = sum(_mlp_parameters(config, layer) for layer in range(config.num_hidden_layers))
+    forward = 2.0 * tokens * (config.num_hidden_layers * attention_projections + mlps)
+    forward += config.num_hidden_layers * 4.0 * pairs * heads * d
     forward += 2.0 * scored_tokens * h * config.vocab_size
     return STEP_FORWARDS * forward
+
+
+def _mlp_parameters(config, layer: int) -> int:
+    """Parameters one token multiplies with in decoder layer `layer`'s MLP (see the module doc)."""
+    h = config.hidden_size
+    experts = getattr(config, "num_experts", 0)
+    sparse = (
+        experts > 0
+        and layer not in (getattr(config, "mlp_only_layers", None) or [])
+        and (layer + 1) % config.decoder_sparse_step == 0
+    )
+    if not sparse:
+        return 3 * h * config.intermediate_size
+    return h * experts + config.num_experts_per_tok * 3 * h * config.moe_intermediate_size
 
 
 def peak_flops(device_name: str) -> float | None:

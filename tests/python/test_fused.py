@@ -8,7 +8,7 @@ import torch
 import dualkv
 from dualkv.training import PackedPolicy
 from dualkv.training.fused import fuse_elementwise
-from dualkv.training.models import MODEL_CONFIGS, build_model
+from dualkv.training.models import build_model, model_config
 
 PROMPTS = [[5, 9, 2, 7, 1, 3, 8], [4, 4]]
 RESPONSES = [[[11, 12, 13], [14], [15, 16, 17, 18, 19]], [[20, 21], [22, 23, 24]]]
@@ -23,7 +23,7 @@ def _scores_and_grads(lm, batch):
 def test_fused_policy_equals_eager_policy():
     eager = build_model("tiny-qwen3", seed=3)
     fused = copy.deepcopy(eager)
-    layers = MODEL_CONFIGS["tiny-qwen3"]["num_hidden_layers"]
+    layers = model_config("tiny-qwen3").num_hidden_layers
     # Per layer: input, post-attention, query and key norms, and the MLP; then the final norm.
     assert fuse_elementwise(fused) == 5 * layers + 1
     batch = dualkv.pack(PROMPTS, RESPONSES)

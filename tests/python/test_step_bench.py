@@ -16,7 +16,7 @@ from training_support import rollouts
 
 import dualkv
 from dualkv.training import PackedPolicy, synthetic_rollouts
-from dualkv.training.models import build_model
+from dualkv.training.models import build_model, model_config
 
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -26,13 +26,17 @@ import step_report  # noqa: E402
 import step_workload as work  # noqa: E402
 
 
-def test_cpu_run_writes_the_report_with_rates_and_fits(tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(BENCH / "run_step_bench.py"), "--device", "cpu", "--model", "tiny-qwen3",
-         "--prompt-lengths", "32", "--responses", "2", "3", "--response-length", "3", "9", "--max-fit", "4",
-         "--repeats", "2", "--peak-tflops", "1", "--out", str(tmp_path)],
+def _run_bench(tmp_path, *options):
+    """run_step_bench.py on the CPU in a subprocess, its report written under tmp_path."""
+    return subprocess.run(
+        [sys.executable, str(BENCH / "run_step_bench.py"), "--device", "cpu", "--out", str(tmp_path), *options],
         capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
+
+
+def test_cpu_run_writes_the_report_with_rates_and_fits(tmp_path):
+    result = _run_bench(tmp_path, "--model", "tiny-qwen3", "--prompt-lengths", "32", "--responses", "2", "3",
+                        "--response-length", "3", "9", "--max-fit", "4", "--repeats", "2", "--peak-tflops", "1")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "flash_ncopy: skipped, PyTorch's FlashAttention varlen kernel runs on CUDA only" in result.stdout
     report = json.loads((tmp_path / "step_bench.json").read_text())
@@ -53,6 +57,44 @@ def test_cpu_run_writes_the_report_with_rates_and_fits(tmp_path):
         assert "step_bench.png not written: matplotlib is not installed" in result.stdout
     else:
         assert (tmp_path / "step_bench.png").stat().st_size > 0
+
+
+def test_cpu_run_of_the_tiny_moe_model(tmp_path):
+    result = _run_bench(tmp_path, "--model", "tiny-qwen3-moe", "--prompt-lengths", "16", "--responses", "2",
+                        "--response-length", "3", "9", "--max-fit", "1", "--warmup", "0", "--repeats", "1",
+                        "--peak-tflops", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "step_bench.json").read_text())
+    (entry,) = report["entries"]
+    run = entry["methods"]["dualkv"]
+    assert report["model"] == "tiny-qwen3-moe" and run["status"] == "ok" and run["largest_micro_batch"] == 1
+    assert run["micro_batch"] == 1 and run["micro_steps"] == 2  # the fit, not --micro-batch's default N
+    assert 0 < run["mfu_honest"] < run["mfu_effective"]
+
+
+def test_step_flops_count_the_active_experts_of_a_moe_model():
+    tokens, pairs, scored = 100, 2000, 60
+    moe = model_config("tiny-qwen3-moe")
+    h, heads, kv, d, layers = 128, 4, 2, 64, 2
+    attention = 2 * h * heads * d + 2 * h * kv * d
+    router, experts = h * 4, 2 * 3 * h * 64  # 4 experts, 2 per token of moe_intermediate_size 64
+    forward = layers * (2 * tokens * (attention + router + experts) + 4 * pairs * heads * d) + 2 * scored * h * 512
+    assert work.step_flops(moe, tokens, pairs, scored) == pytest.approx(4 * forward)
+    # A layer in mlp_only_layers (or off decoder_sparse_step) is dense: 3 h intermediate_size.
+    mixed = model_config("tiny-qwen3-moe", mlp_only_layers=[0])
+    dense_layer = 3 * h * 256
+    assert work.step_flops(mixed, tokens, pairs, scored) - work.step_flops(moe, tokens, pairs, scored) == (
+        pytest.approx(4 * 2 * tokens * (dense_layer - router - experts))
+    )
+    assert work.step_flops(model_config("tiny-qwen3-moe", decoder_sparse_step=2), tokens, pairs, scored) == (
+        pytest.approx(work.step_flops(mixed, tokens, pairs, scored))
+    )
+    # A dense config: every layer 3 h intermediate_size, as before MoE configs were counted.
+    dense = model_config("qwen3-8b")
+    h, heads, kv, d, layers, vocab = 4096, 32, 8, 128, 36, 151936
+    per_token_layer = 2 * h * heads * d + 2 * h * kv * d + 3 * h * 12288
+    forward = layers * (2 * tokens * per_token_layer + 4 * pairs * heads * d) + 2 * scored * h * vocab
+    assert work.step_flops(dense, tokens, pairs, scored) == pytest.approx(4 * forward)
 
 
 def _tiny_policy():
