@@ -10,10 +10,11 @@ visible query-key pairs (QK^T and PV: 4 H d per pair), and the LM head on the sc
 mixture-of-experts layer (transformers' Qwen3-MoE rule: a layer is sparse unless it is in
 mlp_only_layers or (index + 1) is not a multiple of decoder_sparse_step) counts its active
 parameters: the router (h x num_experts) and num_experts_per_tok experts of 3 h
-moe_intermediate_size each; a dense layer, 3 h intermediate_size. A step is the old-log-prob forward, the forward and the backward (twice the forward): 4 forwards.
-Activation-checkpoint recomputation is not counted (MFU convention). "Honest" counts the
-deduplicated batch (each prompt once), "effective" the N-copy batch, for every method alike, so
-both are useful work per second, not the work a method chose to do.
+moe_intermediate_size each; a dense layer, 3 h intermediate_size. A step is the old-log-prob
+forward, the forward and the backward (twice the forward): 4 forwards. Activation-checkpoint
+recomputation is not counted (MFU convention). "Honest" counts the deduplicated batch (each
+prompt once), "effective" the N-copy batch, for every method alike, so both are useful work per
+second, not the work a method chose to do.
 """
 
 from __future__ import annotations
