@@ -24,9 +24,9 @@ import step_report  # noqa: E402
 # What makes rows comparable in one table: the model and step (groups_per_rank: the step's batch)
 # and the hardware the rates and MFU are per.
 COMPATIBLE = ("model", "num_hidden_layers", "dtype", "groups_per_rank", "response_length", "world_size", "device",
-              "peak_flops_per_gpu", "fused_elementwise")
+              "peak_flops_per_gpu", "fused_elementwise", "sp")
 # The value of a field in reports written before the field existed.
-ABSENT_MEANS = {"fused_elementwise": False}
+ABSENT_MEANS = {"fused_elementwise": False, "sp": 1}
 
 
 def load(path: pathlib.Path) -> tuple[pathlib.Path, dict]:

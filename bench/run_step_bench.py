@@ -7,14 +7,22 @@ batches (dualkv) against the same step on the N-copy batch with PyTorch's FlashA
     python3 bench/run_step_bench.py                                     # 1 GPU, the issue's grid
     torchrun --nproc-per-node 2 bench/run_step_bench.py                 # 2 GPUs, FSDP2
     torchrun --nproc-per-node 4 bench/run_step_bench.py --model qwen3-30b-a3b   # MoE (Qwen3-30B-A3B)
+    torchrun --nproc-per-node 4 bench/run_step_bench.py --sp 4 --methods dualkv # Ulysses SP over 4 GPUs
     python3 bench/run_step_bench.py --device cpu --model tiny-qwen3 --prompt-lengths 32 \\
         --responses 2 3 --response-length 3 9 --max-fit 8               # the code path on a CPU
 
-A step, per rank: --groups prompt groups of N responses in micro-batches of --micro-batch
-responses (default N); old log-probs (forward only), then per micro-batch log-probs, DAPO loss
-and backward, gradients accumulated (FSDP2 syncs on the last). Model in --dtype for parameters
+A step, per data-parallel rank: --groups prompt groups of N responses in micro-batches of
+--micro-batch responses (default N); old log-probs (forward only), then per micro-batch log-probs,
+DAPO loss and backward, gradients accumulated (FSDP2 syncs on the last). Model in --dtype for parameters
 and gradients alike (no fp32 master copy, no optimizer step: both are the same for every method
 and would not fit Qwen3-8B on one GPU), activation checkpointing on, FSDP2 over all ranks.
+--sp W (dualkv only; the baselines have no sequence-parallel path here, so --sp > 1 with them is
+refused): Ulysses sequence parallelism over groups of W adjacent ranks, which hold the same groups
+(seeded by the data-parallel rank) and each run its 1/W of every micro-batch's packed stream
+(dualkv.distributed.shard_sequence), the log-probs and loss replicated on the W ranks. No loss
+scaling: FSDP2's mean over the W ranks is the micro-batch's gradient, since each rank's backward
+gives W times its share (python/dualkv/training/parallel.py). Token counts, tokens/s and MFU count
+each group once; MFU is per GPU over all of them.
 Reported per (P, N, method): median step time over --repeats after --warmup steps (FlexAttention
 compiles then), tokens/s (packed and N-copy), peak memory (max over ranks), MFU honest
 (deduplicated FLOPs) and effective (N-copy FLOPs) per GPU (bench/step_workload.py), and the
@@ -45,8 +53,10 @@ import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule
 from transformers import AutoModelForCausalLM
 
+import dualkv
 import dualkv.transformers  # noqa: F401  (registers "dualkv")
 from dualkv import losses
+from dualkv.distributed import SequenceShard, shard_sequence
 from dualkv.training import PackedPolicy, init_parallelism, shard_policy, synthetic_rollouts
 from dualkv.training.fused import fuse_elementwise
 from dualkv.training.models import MODEL_CONFIGS, model_config
@@ -63,8 +73,10 @@ GIB = 2**30
 def main(argv: list[str] | None = None) -> dict:
     args = _parse(argv)
     device = init_distributed(args.device)
-    parallel = init_parallelism(1, device)
     rank, world = dist.get_rank(), dist.get_world_size()
+    if world % args.sp:
+        raise ValueError(f"--sp: must divide the number of processes {world}, got {args.sp}")
+    parallel = init_parallelism(args.sp, device)
     methods = [m for m in METHODS if m in _usable_methods(args.methods, device)]  # dualkv first
     policy, config = _build_policy(args, device, parallel)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
@@ -74,13 +86,15 @@ def main(argv: list[str] | None = None) -> dict:
     entries, reference_logprobs = [], None
     for p in args.prompt_lengths:
         for n in args.responses:
-            # Each rank its own groups (seed by rank), all of the same P and N: equal micro-batch counts.
+            # Each data-parallel rank its own groups (the ranks of an SP group share them), all of
+            # the same P and N: equal micro-batch counts.
             groups = synthetic_rollouts(args.groups, n, p, tuple(args.response_length), config.vocab_size,
-                                        seed=args.seed * 1000 + rank)
-            counts = _global_counts(groups, device)
+                                        seed=args.seed * 1000 + parallel.dp_rank)
+            counts = _global_counts(groups, parallel)
             entry = {"P": p, "N": n, **counts, "methods": {}}
             for method in methods:
-                result = _run_method(method, policy, groups, args.micro_batch or n, args, device, world)
+                result = _run_method(method, policy, groups, args.micro_batch or n, args, device, world,
+                                     sequence_group=parallel.sp_group if args.sp > 1 else None)
                 if (p, n) == (args.prompt_lengths[0], args.responses[0]) and "logprobs" in result:
                     if method == "dualkv":  # first in METHODS order, so the others find it
                         reference_logprobs = result["logprobs"]
@@ -97,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
     report = {
         "device": device_name, "world_size": world, "torch": torch.__version__, "model": args.model,
         "num_hidden_layers": config.num_hidden_layers, "dtype": args.dtype, "groups_per_rank": args.groups,
-        "fused_elementwise": args.fuse_elementwise,
+        "sp": args.sp, "fused_elementwise": args.fuse_elementwise,
         "response_length": args.response_length, "peak_flops_per_gpu": peak,
         "skipped_methods": _skipped(args.methods, device), "entries": entries,
     }
@@ -134,9 +148,10 @@ def _build_policy(args, device, parallel):
     return policy, config
 
 
-def _run_method(method, policy, groups, micro_batch, args, device, world) -> dict:
+def _run_method(method, policy, groups, micro_batch, args, device, world, sequence_group=None) -> dict:
     """The method's largest fitting micro-batch (one process), then its timed step: in one process
-    at half the size after an out-of-memory error, down to 1 response."""
+    at half the size after an out-of-memory error, down to 1 response. With a `sequence_group`,
+    each micro-batch is stepped as this rank's shard of it over that group."""
     attention = {"dualkv": "dualkv"}.get(method)
     if attention is None:
         import step_attention  # registers the baselines; needs a GPU to run
@@ -156,7 +171,7 @@ def _run_method(method, policy, groups, micro_batch, args, device, world) -> dic
     result["oom_micro_batches"] = []  # the sizes whose timed step ran out of memory
     while True:
         try:
-            micro_batches = [(b.to(device), ids) for b, ids in split(groups, size)]
+            micro_batches = [(_rank_input(b.to(device), sequence_group), ids) for b, ids in split(groups, size)]
             times, logprobs = _timed_steps(policy, micro_batches, advantages, args, device)
             break
         except torch.OutOfMemoryError:
@@ -197,25 +212,37 @@ def _timed_steps(policy, micro_batches, advantages: dict, args, device) -> tuple
     return times, logprobs
 
 
+def _rank_input(batch: dualkv.PackedBatch, sequence_group) -> dualkv.PackedBatch | SequenceShard:
+    """What this rank steps of a micro-batch: all of it, or its shard over `sequence_group`."""
+    return batch if sequence_group is None else shard_sequence(batch, sequence_group)
+
+
 def _step(policy, micro_batches, advantages: dict) -> dict:
-    """One step's compute (see the module doc); returns each response's old log-probs, detached."""
+    """One step's compute (see the module doc) on (PackedBatch or SequenceShard, response ids)
+    pairs; returns each response's old log-probs, detached."""
     with torch.no_grad():
         old = [policy(batch)[0] for batch, _ in micro_batches]
+    masks = [_packed(batch).response_mask for batch, _ in micro_batches]
     for index, (batch, ids) in enumerate(micro_batches):
         if isinstance(policy, FSDPModule):
             policy.set_requires_gradient_sync(index == len(micro_batches) - 1)
-        logprobs, _ = policy(batch)
+        logprobs, _ = policy(batch)  # under SP: every response's, on every rank of the group
         loss = losses.policy_loss(
-            logprobs, old[index], torch.stack([advantages[i] for i in ids]), batch.response_mask,
+            logprobs, old[index], torch.stack([advantages[i] for i in ids]), masks[index],
             clip_low=0.2, clip_high=0.28, aggregation="token-mean",
         )
         (loss / len(micro_batches)).backward()
     policy.zero_grad(set_to_none=True)
     return {
         rid: row[mask]
-        for (batch, ids), rows in zip(micro_batches, old)
-        for rid, row, mask in zip(ids, rows, batch.response_mask)
+        for (_, ids), rows, response_mask in zip(micro_batches, old, masks)
+        for rid, row, mask in zip(ids, rows, response_mask)
     }
+
+
+def _packed(batch: dualkv.PackedBatch | SequenceShard) -> dualkv.PackedBatch:
+    """The whole micro-batch (a shard keeps it: its response layout is global)."""
+    return batch.packed if isinstance(batch, SequenceShard) else batch
 
 
 def _largest_fit(policy, split, groups, args, device) -> int:
@@ -287,11 +314,12 @@ def _max_over_ranks(value: float, device) -> float:
     return float(tensor)
 
 
-def _global_counts(groups, device) -> dict:
-    """batch_counts summed over ranks: the whole step's batch."""
+def _global_counts(groups, parallel) -> dict:
+    """batch_counts summed over the data-parallel ranks (each group once, not once per SP rank):
+    the whole step's batch."""
     counts = work.batch_counts(groups)
-    tensor = torch.tensor(list(counts.values()), dtype=torch.float64, device=device)
-    dist.all_reduce(tensor)
+    tensor = torch.tensor(list(counts.values()), dtype=torch.float64, device=parallel.device)
+    dist.all_reduce(tensor, group=parallel.dp_group)
     return {key: int(value) for key, value in zip(counts, tensor.tolist())}
 
 
@@ -321,9 +349,13 @@ def _parse(argv):
     parser.add_argument("--prompt-lengths", type=int, nargs="+", default=[8192, 16384], metavar="P")
     parser.add_argument("--responses", type=int, nargs="+", default=[8, 16, 32], metavar="N")
     parser.add_argument("--response-length", type=int, nargs=2, default=[131, 2048], metavar=("MIN", "MAX"))
-    parser.add_argument("--groups", type=int, default=1, help="prompt groups per rank and step (default 1)")
+    parser.add_argument("--groups", type=int, default=1,
+                        help="prompt groups per data-parallel rank and step, shared by an SP group's ranks "
+                             "(default 1)")
     parser.add_argument("--micro-batch", type=int, help="responses per micro-batch (default N: one group)")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--sp", type=int, default=1,
+                        help="sequence-parallel group size, dividing the number of processes (default 1; dualkv only)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-fit", type=int, default=256, help="largest micro-batch tried (responses)")
@@ -334,7 +366,7 @@ def _parse(argv):
                              "(dualkv.training.fused)")
     parser.add_argument("--out", default="build/step-bench", help="folder for the JSON, table and plot")
     args = parser.parse_args(argv)
-    for name in ("groups", "repeats", "max_fit", "layers", "micro_batch"):
+    for name in ("groups", "repeats", "max_fit", "layers", "micro_batch", "sp"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')}: must be >= 1, got {value}")
@@ -344,6 +376,10 @@ def _parse(argv):
         parser.error(f"--response-length: expected 1 <= MIN <= MAX, got {args.response_length}")
     if args.warmup < 0:
         parser.error(f"--warmup: must be >= 0, got {args.warmup}")
+    unsharded = [m for m in args.methods if m != "dualkv"]
+    if args.sp > 1 and unsharded:
+        parser.error(f"--sp {args.sp}: method(s) {', '.join(unsharded)} have no sequence-parallel path here; "
+                     "pass --methods dualkv (or --sp 1)")
     return args
 
 

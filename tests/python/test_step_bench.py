@@ -12,10 +12,11 @@ import sys
 import pytest
 import torch
 import torch.nn.attention.varlen
+from distributed_support import run_ranks
 from training_support import rollouts
 
 import dualkv
-from dualkv.training import PackedPolicy, synthetic_rollouts
+from dualkv.training import PackedPolicy, init_parallelism, synthetic_rollouts
 from dualkv.training.models import build_model, model_config
 
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
@@ -95,6 +96,82 @@ def test_step_flops_count_the_active_experts_of_a_moe_model():
     per_token_layer = 2 * h * heads * d + 2 * h * kv * d + 3 * h * 12288
     forward = layers * (2 * tokens * per_token_layer + 4 * pairs * heads * d) + 2 * scored * h * vocab
     assert work.step_flops(dense, tokens, pairs, scored) == pytest.approx(4 * forward)
+
+
+def test_sequence_parallel_run_counts_each_group_once(tmp_path):
+    # torchrun over 2 CPU processes as one SP group: both hold data-parallel rank 0's groups, so the
+    # report counts them once, as a one-process run of the same seed has them.
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         str(BENCH / "run_step_bench.py"), "--device", "cpu", "--model", "tiny-qwen3", "--sp", "2",
+         "--methods", "dualkv", "--prompt-lengths", "16", "--responses", "3", "--response-length", "3", "9",
+         "--warmup", "0", "--repeats", "1", "--peak-tflops", "1", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "step_bench.json").read_text())
+    assert report["sp"] == 2 and report["world_size"] == 2
+    (entry,) = report["entries"]
+    groups = synthetic_rollouts(1, 3, 16, (3, 9), model_config("tiny-qwen3").vocab_size, seed=0)
+    assert {key: entry[key] for key in work.batch_counts(groups)} == work.batch_counts(groups)
+    run = entry["methods"]["dualkv"]
+    assert run["status"] == "ok" and "largest_micro_batch" not in run  # no fit probe beside other ranks
+    assert run["packed_tokens_per_s"] == pytest.approx(entry["packed_tokens"] / run["step_s"])
+    flops = work.step_flops(model_config("tiny-qwen3"), entry["packed_tokens"], entry["packed_pairs"],
+                            entry["scored_tokens"])
+    assert run["mfu_honest"] == pytest.approx(flops / run["step_s"] / (1e12 * 2))  # per GPU of both
+
+
+def _step_with_gradients(policy, micro_batches, advantages):
+    """run_step_bench._step's old log-probs and the gradients it accumulated (whole tensors, also
+    under FSDP2), taken where the step drops them."""
+    gradients = {}
+
+    def capture(set_to_none=True):
+        for name, parameter in policy.named_parameters():
+            grad = parameter.grad
+            gradients[name] = (grad.full_tensor() if hasattr(grad, "full_tensor") else grad).clone()
+
+    policy.zero_grad = capture
+    return bench._step(policy, micro_batches, advantages), gradients
+
+
+def _sequence_parallel_step_body(rank, world):
+    parallel = init_parallelism(world, "cpu")
+    args = _args(model="tiny-qwen3", layers=None, dtype="fp32", fuse_elementwise=False)
+    policy, config = bench._build_policy(args, parallel.device, parallel)
+    groups = synthetic_rollouts(2, 3, 12, (3, 9), config.vocab_size, seed=5)
+    # The whole batch for one SP group: counted once, not once per rank.
+    assert bench._global_counts(groups, parallel) == work.batch_counts(groups)
+    advantages = bench._advantages(groups, parallel.device)
+    whole = work.packed_micro_batches(groups, 3)  # two micro-batches: gradients accumulate over both
+    shards = [(bench._rank_input(batch, parallel.sp_group), ids) for batch, ids in whole]
+    logprobs, gradients = _step_with_gradients(policy, shards, advantages)
+    # The same weights (the benchmark's seed), unsharded, on whole micro-batches in one process.
+    reference = PackedPolicy(build_model("tiny-qwen3", seed=args.seed)).train()
+    expected_logprobs, expected_gradients = _step_with_gradients(reference, whole, advantages)
+    assert logprobs.keys() == expected_logprobs.keys()
+    for key, value in expected_logprobs.items():
+        torch.testing.assert_close(logprobs[key], value, rtol=1e-5, atol=1e-5)
+    # FSDP2's mean over the SP ranks is the whole micro-batches' gradient: no extra loss scaling.
+    assert gradients.keys() == expected_gradients.keys() == dict(reference.named_parameters()).keys()
+    for name, value in expected_gradients.items():
+        torch.testing.assert_close(gradients[name], value, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_sequence_parallel_step_equals_the_unsharded_step(tmp_path):
+    run_ranks(2, tmp_path, _sequence_parallel_step_body)
+
+
+def test_sequence_parallelism_is_refused_for_the_baselines(capsys):
+    with pytest.raises(SystemExit):
+        bench._parse(["--sp", "2"])
+    assert "--sp 2: method(s) flash_ncopy, flex_packed have no sequence-parallel path here" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench._parse(["--sp", "0", "--methods", "dualkv"])
+    assert "--sp: must be >= 1, got 0" in capsys.readouterr().err
+    assert bench._parse(["--sp", "2", "--methods", "dualkv"]).sp == 2
 
 
 def _tiny_policy():

@@ -76,7 +76,7 @@ def test_merged_report_holds_both_runs_sorted_and_round_trips(runs, tmp_path):
     ("field", "value"),
     [("model", "qwen3-8b"), ("num_hidden_layers", 36), ("dtype", "fp32"), ("groups_per_rank", 2),
      ("response_length", [131, 2048]), ("world_size", 2), ("device", "NVIDIA H200"), ("peak_flops_per_gpu", 989e12),
-     ("fused_elementwise", True)],
+     ("fused_elementwise", True), ("sp", 2)],
 )
 def test_refuses_runs_that_differ_in_a_compatibility_field(runs, field, value):
     (a, first), (b, second) = [merge_step_results.load(folder) for folder in runs]
@@ -88,13 +88,15 @@ def test_refuses_runs_that_differ_in_a_compatibility_field(runs, field, value):
     assert str(refused.value) == expected
 
 
-def test_a_report_from_before_fused_elementwise_merges_as_unfused(runs):
+@pytest.mark.parametrize(("field", "absent_means", "other"), [("fused_elementwise", False, True), ("sp", 1, 2)])
+def test_a_report_from_before_a_field_merges_as_its_default(runs, field, absent_means, other):
+    # Unfused and without sequence parallelism: what every run did before the field was written.
     (a, first), (b, second) = [merge_step_results.load(folder) for folder in runs]
-    older = {key: value for key, value in second.items() if key != "fused_elementwise"}
-    assert first["fused_elementwise"] is False
-    assert merge_step_results.merge([(a, first), (b, older)])["fused_elementwise"] is False
-    with pytest.raises(ValueError, match="fused_elementwise differs: True in"):
-        merge_step_results.merge([(a, {**first, "fused_elementwise": True}), (b, older)])
+    older = {key: value for key, value in second.items() if key != field}
+    assert first[field] == absent_means
+    assert merge_step_results.merge([(a, first), (b, older)])[field] == absent_means
+    with pytest.raises(ValueError, match=f"{field} differs: {other!r} in"):
+        merge_step_results.merge([(a, {**first, field: other}), (b, older)])
 
 
 def test_a_differing_torch_version_is_kept_per_source(runs):
