@@ -7,7 +7,7 @@ batches (dualkv) against the same step on the N-copy batch with PyTorch's FlashA
     python3 bench/run_step_bench.py                                     # 1 GPU, the issue's grid
     torchrun --nproc-per-node 2 bench/run_step_bench.py                 # 2 GPUs, FSDP2
     torchrun --nproc-per-node 4 bench/run_step_bench.py --model qwen3-30b-a3b   # MoE (Qwen3-30B-A3B)
-    torchrun --nproc-per-node 4 bench/run_step_bench.py --sp 4 --methods dualkv # Ulysses SP over 4 GPUs
+    torchrun --nproc-per-node 4 bench/run_step_bench.py --sp 4                  # Ulysses SP over 4 GPUs
     python3 bench/run_step_bench.py --device cpu --model tiny-qwen3 --prompt-lengths 32 \\
         --responses 2 3 --response-length 3 9 --max-fit 8               # the code path on a CPU
 
@@ -16,10 +16,11 @@ A step, per data-parallel rank: --groups prompt groups of N responses in micro-b
 DAPO loss and backward, gradients accumulated (FSDP2 syncs on the last). Model in --dtype for parameters
 and gradients alike (no fp32 master copy, no optimizer step: both are the same for every method
 and would not fit Qwen3-8B on one GPU), activation checkpointing on, FSDP2 over all ranks.
---sp W (dualkv only; the baselines have no sequence-parallel path here, so --sp > 1 with them is
-refused): Ulysses sequence parallelism over groups of W adjacent ranks, which hold the same groups
-(seeded by the data-parallel rank) and each run its 1/W of every micro-batch's packed stream
-(dualkv.distributed.shard_sequence), the log-probs and loss replicated on the W ranks. No loss
+--sp W: Ulysses sequence parallelism over groups of W adjacent ranks, which hold the same groups
+(seeded by the data-parallel rank) and each run its 1/W of every micro-batch's stream, packed or
+N-copy (dualkv.distributed.shard_sequence: the N-copy stream is a layout too, one response per
+group), the log-probs and loss replicated on the W ranks. Every method's attention runs between
+Ulysses' all-to-alls (the baselines' kernels too: bench/step_attention.py). No loss
 scaling: FSDP2's mean over the W ranks is the micro-batch's gradient, since each rank's backward
 gives W times its share (python/dualkv/training/parallel.py). Token counts, tokens/s and MFU count
 each group once; MFU is per GPU over all of them.
@@ -355,7 +356,8 @@ def _parse(argv):
     parser.add_argument("--micro-batch", type=int, help="responses per micro-batch (default N: one group)")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--sp", type=int, default=1,
-                        help="sequence-parallel group size, dividing the number of processes (default 1; dualkv only)")
+                        help="Ulysses sequence-parallel group size, dividing the number of processes (default 1; "
+                             "every method)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-fit", type=int, default=256, help="largest micro-batch tried (responses)")
@@ -376,10 +378,6 @@ def _parse(argv):
         parser.error(f"--response-length: expected 1 <= MIN <= MAX, got {args.response_length}")
     if args.warmup < 0:
         parser.error(f"--warmup: must be >= 0, got {args.warmup}")
-    unsharded = [m for m in args.methods if m != "dualkv"]
-    if args.sp > 1 and unsharded:
-        parser.error(f"--sp {args.sp}: method(s) {', '.join(unsharded)} have no sequence-parallel path here; "
-                     "pass --methods dualkv (or --sp 1)")
     return args
 
 

@@ -9,6 +9,10 @@ model, the log-prob code and the loss and differ only in attention and in the st
   flex_packed  the packed stream with FlexAttention (torch.compile(flex_attention), enable_gqa)
                and a block mask built from the layout's visibility rule.
 
+Under sequence parallelism (`dualkv_layout` a dualkv.distributed.SequenceParallelLayout, the
+inputs this rank's rows of the stream) each runs its kernel inside dualkv.distributed's Ulysses
+attention: sequence shard -> head shard, the kernel on the whole stream, and back.
+
 Both need a GPU. Importing this module registers both names and, for each, a mask builder that
 returns None: the layout is the mask, so transformers must not build a (T, T) one.
 """
@@ -23,61 +27,93 @@ from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface
 
 import dualkv
+from dualkv.distributed import SequenceParallelLayout, ulysses_attention
 
 # No "flash" in the name: transformers takes such names for its own flash-attention kernels.
 FLASH_NCOPY = "step_bench_varlen_ncopy"
 FLEX_PACKED = "step_bench_flex_packed"
 
-# Per layout (weakly: a micro-batch's layout dies with it), what every layer of its forward and
-# backward reuses: the row offsets and longest row, or the block mask.
+# Per global layout (weakly: a micro-batch's layout dies with it), what every layer of its forward
+# and backward reuses: the row offsets and longest row, or the block mask. Keyed by the Layout, not
+# by a SequenceParallelLayout: a shard makes a new one for every forward.
 _flash_rows: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _flex_masks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _compiled_flex_attention = None
 
 
-def _to_tokens_major(x: torch.Tensor) -> torch.Tensor:
-    """(1, heads, T, d) -> (T, heads, d), the varlen kernels' layout."""
-    return x[0].transpose(0, 1).contiguous()
-
-
 def flash_ncopy_attention(
     module, query, key, value, attention_mask, scaling=None, dropout=0.0, dualkv_layout=None, **kwargs
 ):
-    from torch.nn.attention.varlen import varlen_attn
-
-    if dualkv_layout is None or any(len(r) != 1 for r in dualkv_layout.response_lengths):
+    layout = _global_layout(dualkv_layout)
+    if layout is None or any(len(r) != 1 for r in layout.response_lengths):
         raise ValueError(
             "dualkv_layout: the flash_ncopy method needs the N-copy layout (one response per group, each group "
-            "one [prompt; response] row)"
+            "one [prompt; response] row), or a SequenceParallelLayout of it"
         )
-    if dualkv_layout not in _flash_rows:
-        starts = dualkv_layout.cu_seqlens[dualkv_layout.cu_groups.long()]  # each row starts at its prompt
-        _flash_rows[dualkv_layout] = (starts.to(query.device, torch.int32), int(starts.diff().max()))
-    rows, longest = _flash_rows[dualkv_layout]
-    out = varlen_attn(
-        _to_tokens_major(query), _to_tokens_major(key), _to_tokens_major(value), rows, rows, longest, longest,
-        scale=scaling, window_size=(-1, 0),  # (-1, 0): causal within each row
-    )
-    return out.unsqueeze(0), None
+    return _attend_stream(_varlen_ncopy, query, key, value, dualkv_layout, scaling)
 
 
 def flex_packed_attention(
     module, query, key, value, attention_mask, scaling=None, dropout=0.0, dualkv_layout=None, **kwargs
 ):
+    if _global_layout(dualkv_layout) is None:
+        raise ValueError(
+            "dualkv_layout: the flex_packed method needs the packed layout, or a SequenceParallelLayout of it"
+        )
+    return _attend_stream(_flex_packed, query, key, value, dualkv_layout, scaling)
+
+
+def _global_layout(dualkv_layout) -> dualkv.Layout | None:
+    """The layout of the whole stream: `dualkv_layout` itself, or a SequenceParallelLayout's."""
+    if isinstance(dualkv_layout, SequenceParallelLayout):
+        dualkv_layout = dualkv_layout.layout
+    return dualkv_layout if isinstance(dualkv_layout, dualkv.Layout) else None
+
+
+def _attend_stream(kernel, query, key, value, dualkv_layout, scaling):
+    """transformers' (1, heads, T, d) inputs -> ((1, T, H, d), None) through `kernel` (q, k, v, layout,
+    scale) on (T, heads, d) views. Under a SequenceParallelLayout the inputs are this rank's T_local
+    rows, and the kernel runs between Ulysses' exchanges on the whole stream for this rank's heads,
+    as the paper's FlashAttention + Ulysses baseline does."""
+    q, k, v = (x[0].transpose(0, 1) for x in (query, key, value))
+    if isinstance(dualkv_layout, SequenceParallelLayout):
+        out = ulysses_attention(
+            q, k, v, dualkv_layout.layout, dualkv_layout.group, softmax_scale=scaling, attention_fn=kernel
+        )
+    else:
+        out = kernel(q, k, v, dualkv_layout, scaling)
+    return out.unsqueeze(0), None
+
+
+def _varlen_ncopy(q, k, v, layout, scale):
+    """(T, H, d) and (T, Hk, d) N-copy stream -> (T, H, d): causal attention within each row."""
+    from torch.nn.attention.varlen import varlen_attn
+
+    if layout not in _flash_rows:
+        starts = layout.cu_seqlens[layout.cu_groups.long()]  # each row starts at its prompt
+        _flash_rows[layout] = (starts.to(q.device, torch.int32), int(starts.diff().max()))
+    rows, longest = _flash_rows[layout]
+    return varlen_attn(
+        q.contiguous(), k.contiguous(), v.contiguous(), rows, rows, longest, longest,
+        scale=scale, window_size=(-1, 0),  # (-1, 0): causal within each row
+    )
+
+
+def _flex_packed(q, k, v, layout, scale):
+    """(T, H, d) and (T, Hk, d) packed stream -> (T, H, d) through FlexAttention and the layout's block
+    mask. enable_gqa needs Hk to divide H: under Ulysses, kv replication gives each rank Hk' kv heads
+    dividing its H/W query heads (dualkv.distributed.kv_replication)."""
     global _compiled_flex_attention
-    if not isinstance(dualkv_layout, dualkv.Layout):
-        raise ValueError("dualkv_layout: the flex_packed method needs the packed layout")
     if _compiled_flex_attention is None:
         from torch.nn.attention.flex_attention import flex_attention
 
         # Automatic dynamic shapes: a second stream length recompiles once with a symbolic length.
         _compiled_flex_attention = torch.compile(flex_attention)
-    if dualkv_layout not in _flex_masks:
-        _flex_masks[dualkv_layout] = build_flex_block_mask(dualkv_layout.to(query.device))
-    out = _compiled_flex_attention(
-        query, key, value, block_mask=_flex_masks[dualkv_layout], scale=scaling, enable_gqa=True
-    )
-    return out.transpose(1, 2), None
+    if layout not in _flex_masks:
+        _flex_masks[layout] = build_flex_block_mask(layout.to(q.device))
+    heads_major = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # (1, heads, T, d) views
+    out = _compiled_flex_attention(*heads_major, block_mask=_flex_masks[layout], scale=scale, enable_gqa=True)
+    return out[0].transpose(0, 1)
 
 
 def _no_mask(*args, **kwargs) -> None:

@@ -1,5 +1,6 @@
 """Ulysses sequence parallelism (dualkv.distributed.ulysses_attention) on 2 and 4 gloo processes
-against the single-process op: forward, dq, dk, dv, pad rows, every K/V head-sharing regime."""
+against the single-process op: forward, dq, dk, dv, pad rows, every K/V head-sharing regime; and
+with a custom attention_fn between the exchanges against that function on the whole stream."""
 
 import itertools
 
@@ -45,7 +46,11 @@ def _check_replication(heads, kv_heads, world):
         assert replicas == 1, (heads, kv_heads, world)
 
 
-def _reference(heads, kv_heads, seed, scale):
+def _dualkv_attention(q, k, v, layout, scale):
+    return dualkv.attention(q, k, v, layout, softmax_scale=scale)
+
+
+def _reference(heads, kv_heads, seed, scale, attention_fn):
     gen = torch.Generator().manual_seed(seed)
     layout = dualkv.Layout.from_lengths(*LAYOUT_LENGTHS)
     tokens = layout.num_tokens
@@ -53,7 +58,7 @@ def _reference(heads, kv_heads, seed, scale):
     k = torch.randn(tokens, kv_heads, HEAD_DIM, generator=gen).requires_grad_()
     v = torch.randn(tokens, kv_heads, HEAD_DIM, generator=gen).requires_grad_()
     dout = torch.randn(tokens, heads, HEAD_DIM, generator=gen)
-    out = dualkv.attention(q, k, v, layout, softmax_scale=scale)
+    out = attention_fn(q, k, v, layout, scale)
     out.backward(dout)
     return layout, (q, k, v), dout, out.detach(), (q.grad, k.grad, v.grad)
 
@@ -69,14 +74,18 @@ def _zero_padded_rows(full, rank, rows):
     return padded[rank * rows : (rank + 1) * rows]
 
 
-def _check_case(rank, world, heads, kv_heads, extra_rows, scale):
-    layout, inputs, dout, ref_out, ref_grads = _reference(heads, kv_heads, seed=heads * 100 + kv_heads, scale=scale)
+def _check_case(rank, world, heads, kv_heads, extra_rows, scale, attention_fn=None):
+    """ulysses_attention on this rank's shard against `attention_fn` (None: dualkv's op) on the whole
+    stream in this process."""
+    layout, inputs, dout, ref_out, ref_grads = _reference(
+        heads, kv_heads, seed=heads * 100 + kv_heads, scale=scale, attention_fn=attention_fn or _dualkv_attention
+    )
     rows = -(-layout.num_tokens // world) + extra_rows
     gen = torch.Generator().manual_seed(rank)
     q, k, v = (_shard(x, rank, rows, gen).requires_grad_() for x in inputs)
-    out = ulysses_attention(q, k, v, layout, None, softmax_scale=scale)
+    out = ulysses_attention(q, k, v, layout, None, softmax_scale=scale, attention_fn=attention_fn)
     out.backward(_shard(dout, rank, rows, gen))
-    what = f"rank {rank}/{world}, H={heads}, Hk={kv_heads}, rows={rows}"
+    what = f"rank {rank}/{world}, H={heads}, Hk={kv_heads}, rows={rows}, attention_fn={attention_fn}"
     torch.testing.assert_close(out, _zero_padded_rows(ref_out, rank, rows), msg=lambda m: f"out, {what}: {m}")
     for name, got, expected in zip("qkv", (q.grad, k.grad, v.grad), ref_grads):
         torch.testing.assert_close(
@@ -95,6 +104,15 @@ def _body(rank, world):
 def _check_errors():
     layout = dualkv.Layout.from_lengths(*LAYOUT_LENGTHS)
     rows = -(-layout.num_tokens // 2)
+    q, kv = torch.zeros(rows, 4, 8), torch.zeros(rows, 2, 8)
+    with pytest.raises(ValueError, match=r"deterministic: selects dualkv's deterministic backward, so it cannot be "
+                                         r"combined with a custom attention_fn"):
+        ulysses_attention(q, kv, kv, layout, None, deterministic=True, attention_fn=_causal_stream_attention)
+    with pytest.raises(TypeError, match=r"attention_fn: expected a callable or None, got str"):
+        ulysses_attention(q, kv, kv, layout, None, attention_fn="flash")
+    wrong_shape = r"attention_fn: must return q's shape \(21, 2, 8\) \(T, H/W, d\), got \(21, 1, 8\)"
+    with pytest.raises(ValueError, match=wrong_shape):
+        ulysses_attention(q, kv, kv, layout, None, attention_fn=lambda q, k, v, layout, scale: q[:, :1])
     with pytest.raises(ValueError, match=r"group: its size W = 2 must divide the query heads H = 3"):
         ulysses_attention(torch.zeros(rows, 3, 8), torch.zeros(rows, 1, 8), torch.zeros(rows, 1, 8), layout, None)
     with pytest.raises(ValueError, match=r"q: W \* T_local = 2 \* 10 rows cannot hold the layout's 21 tokens"):
@@ -106,3 +124,30 @@ def _check_errors():
 @pytest.mark.parametrize("world", sorted(CASES))
 def test_ulysses_attention_equals_single_process_op(world, tmp_path):
     run_ranks(world, tmp_path, _body)
+
+
+def _causal_stream_attention(q, k, v, layout, scale):
+    """An attention unlike dualkv's (causal over the whole stream, the layout's groups ignored), so a
+    ulysses_attention that ran its default op instead would fail the comparison."""
+    assert q.shape[0] == layout.num_tokens, "attention_fn gets the whole stream, no pad rows"
+    heads_major = (x.transpose(0, 1) for x in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(*heads_major, is_causal=True, scale=scale, enable_gqa=True)
+    return out.transpose(0, 1)
+
+
+def _custom_attention_body(rank, world):
+    # W = 2 dividing Hk, not dividing it (Hk = 3) and above it (Hk = 1): the last two replicate K/V.
+    for heads, kv_heads in [(8, 4), (12, 3), (4, 1)]:
+        heads_seen = []  # (query heads, kv heads) of each call: the reference's, then this rank's
+
+        def recorded(q, k, v, layout, scale):
+            heads_seen.append((q.shape[1], k.shape[1]))
+            return _causal_stream_attention(q, k, v, layout, scale)
+
+        _check_case(rank, world, heads, kv_heads, extra_rows=1, scale=0.3, attention_fn=recorded)
+        expanded_kv_heads = kv_heads * kv_replication(heads, kv_heads, world)
+        assert heads_seen == [(heads, kv_heads), (heads // world, expanded_kv_heads // world)]
+
+
+def test_ulysses_attention_runs_a_custom_attention_fn_between_the_exchanges(tmp_path):
+    run_ranks(2, tmp_path, _custom_attention_body)

@@ -16,6 +16,7 @@ from distributed_support import run_ranks
 from training_support import rollouts
 
 import dualkv
+from dualkv.distributed import shard_sequence
 from dualkv.training import PackedPolicy, init_parallelism, synthetic_rollouts
 from dualkv.training.models import build_model, model_config
 
@@ -164,14 +165,12 @@ def test_sequence_parallel_step_equals_the_unsharded_step(tmp_path):
     run_ranks(2, tmp_path, _sequence_parallel_step_body)
 
 
-def test_sequence_parallelism_is_refused_for_the_baselines(capsys):
+def test_sequence_parallelism_is_accepted_for_every_method(capsys):
+    args = bench._parse(["--sp", "2"])
+    assert args.sp == 2 and args.methods == list(bench.METHODS)
     with pytest.raises(SystemExit):
-        bench._parse(["--sp", "2"])
-    assert "--sp 2: method(s) flash_ncopy, flex_packed have no sequence-parallel path here" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        bench._parse(["--sp", "0", "--methods", "dualkv"])
+        bench._parse(["--sp", "0"])
     assert "--sp: must be >= 1, got 0" in capsys.readouterr().err
-    assert bench._parse(["--sp", "2", "--methods", "dualkv"]).sp == 2
 
 
 def _tiny_policy():
@@ -296,17 +295,19 @@ def _model_outputs(lm, batch, attention):
                         use_cache=False).last_hidden_state
 
 
+def _per_row_causal_varlen(q, k, v, cu_q, cu_k, max_q, max_k, *, scale=None, window_size=(-1, -1)):
+    """Stand-in for PyTorch's FlashAttention varlen kernel (GPU only): causal SDPA on each row."""
+    assert window_size == (-1, 0) and torch.equal(cu_q, cu_k) and max_q == int(cu_q.diff().max())
+    rows = [torch.nn.functional.scaled_dot_product_attention(
+        q[s:e].transpose(0, 1), k[s:e].transpose(0, 1), v[s:e].transpose(0, 1), is_causal=True, scale=scale,
+        enable_gqa=True).transpose(0, 1) for s, e in zip(cu_q[:-1].tolist(), cu_q[1:].tolist())]
+    return torch.cat(rows)
+
+
 def test_ncopy_varlen_attention_feeds_the_kernel_one_causal_row_each(monkeypatch):
     # The kernel itself needs a GPU; a per-row causal SDPA stands in for it, so this checks the
     # row offsets and tensor layouts the benchmark hands it against dualkv on the same stream.
-    def per_row(q, k, v, cu_q, cu_k, max_q, max_k, *, scale=None, window_size=(-1, -1)):
-        assert window_size == (-1, 0) and torch.equal(cu_q, cu_k) and max_q == int(cu_q.diff().max())
-        rows = [torch.nn.functional.scaled_dot_product_attention(
-            q[s:e].transpose(0, 1), k[s:e].transpose(0, 1), v[s:e].transpose(0, 1), is_causal=True, scale=scale,
-            enable_gqa=True).transpose(0, 1) for s, e in zip(cu_q[:-1].tolist(), cu_q[1:].tolist())]
-        return torch.cat(rows)
-
-    monkeypatch.setattr(torch.nn.attention.varlen, "varlen_attn", per_row)
+    monkeypatch.setattr(torch.nn.attention.varlen, "varlen_attn", _per_row_causal_varlen)
     lm = build_model("tiny-qwen3")
     (batch, _), *_ = work.ncopy_micro_batches(rollouts(), 16)
     expected = _model_outputs(lm, batch, "dualkv")
@@ -323,3 +324,77 @@ def test_flex_block_mask_equals_dualkv_on_the_packed_stream():
     batch = dualkv.pack([g.prompt for g in groups], [g.responses for g in groups])
     expected = _model_outputs(lm, batch, "dualkv")
     assert torch.allclose(_model_outputs(lm, batch, step_attention.FLEX_PACKED), expected, atol=1e-5, rtol=1e-5)
+
+
+def _dense_flex_attention(query, key, value, *, block_mask, scale, enable_gqa):
+    """Stand-in for compiled flex_attention (no backward on a CPU): SDPA with block_mask's mask_mod
+    evaluated on every (query, key) pair of the stream."""
+    from torch.nn.attention.flex_attention import create_mask
+
+    assert enable_gqa and block_mask.shape[-2:] == (query.shape[2], key.shape[2])
+    mask = create_mask(block_mask.mask_mod, None, None, query.shape[2], key.shape[2], device=query.device)
+    return torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, scale=scale, enable_gqa=enable_gqa
+    )
+
+
+def _hidden_and_gradients(lm, inputs, weights):
+    """The final hidden states of `inputs` (model keyword arguments) and the parameter gradients of
+    their first rows weighted by `weights` (a loss touching every real row; a shard's pad rows last)."""
+    lm.zero_grad(set_to_none=True)
+    hidden = lm.model(**inputs).last_hidden_state[0]
+    (hidden[: weights.shape[0]] * weights).sum().backward()
+    return hidden.detach(), {name: p.grad.clone() for name, p in lm.named_parameters() if p.grad is not None}
+
+
+def _baseline_under_sequence_parallelism_body(rank, world, method):
+    """`method`'s attention on this rank's shard of a micro-batch equals, over the ranks, the
+    unsharded reference on the whole micro-batch: hidden states row by row and the summed gradients
+    (each rank's backward covers its rows' loss, through the other ranks' keys too)."""
+    kernel_calls = []  # (tokens, query heads) of each stand-in call: the kernel must see them
+
+    def varlen(q, *args, **kwargs):
+        kernel_calls.append((q.shape[0], q.shape[1]))
+        return _per_row_causal_varlen(q, *args, **kwargs)
+
+    def flex(query, *args, **kwargs):
+        kernel_calls.append((query.shape[2], query.shape[1]))
+        return _dense_flex_attention(query, *args, **kwargs)
+
+    torch.nn.attention.varlen.varlen_attn = varlen  # in this spawned process only
+    step_attention._compiled_flex_attention = flex
+    lm = build_model("tiny-qwen3")  # the same weights on every rank
+    if method == "flash_ncopy":  # against the single-process baseline itself
+        (batch, _), *_ = work.ncopy_micro_batches(rollouts(), 16)
+        attention, reference = step_attention.FLASH_NCOPY, step_attention.FLASH_NCOPY
+    else:  # against dualkv: the stand-in's mask is checked too
+        batch = dualkv.pack([g.prompt for g in rollouts()], [g.responses for g in rollouts()])
+        attention, reference = step_attention.FLEX_PACKED, "dualkv"
+    # A token-mean-sized loss (gradients of order 1) for fp32 tolerances of order 1e-5.
+    weights = torch.randn(batch.num_tokens, lm.config.hidden_size, generator=torch.Generator().manual_seed(7))
+    weights /= batch.num_tokens
+    lm.set_attn_implementation(reference)
+    whole = dict(input_ids=batch.input_ids, position_ids=batch.position_ids, dualkv_layout=batch.layout,
+                 use_cache=False)
+    expected_hidden, expected_gradients = _hidden_and_gradients(lm, whole, weights)
+    lm.set_attn_implementation(attention)
+    shard = shard_sequence(batch)
+    rows = slice(shard.first_row, min(shard.first_row + shard.local_tokens, batch.num_tokens))
+    kernel_calls.clear()
+    hidden, gradients = _hidden_and_gradients(lm, shard.model_inputs(), weights[rows])
+    # The baseline's kernel ran (not dualkv's op), once per layer, on the whole stream, this rank's heads.
+    heads = lm.config.num_attention_heads
+    assert kernel_calls == [(batch.num_tokens, heads // world)] * lm.config.num_hidden_layers
+    torch.testing.assert_close(hidden[: rows.stop - rows.start], expected_hidden[rows], rtol=1e-5, atol=1e-5)
+    assert gradients.keys() == expected_gradients.keys()
+    for name, gradient in gradients.items():
+        torch.distributed.all_reduce(gradient)
+        torch.testing.assert_close(gradient, expected_gradients[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("method", ["flash_ncopy", "flex_packed"])
+def test_baseline_under_sequence_parallelism_equals_the_unsharded_run(method, tmp_path):
+    # The GPU kernels have CPU stand-ins (per-row causal SDPA; SDPA on the block mask's mask_mod), so
+    # this checks what the baselines add around them under SP: Ulysses' exchanges and head split,
+    # the caches keyed by the global layout, the tensor layouts.
+    run_ranks(2, tmp_path, _baseline_under_sequence_parallelism_body, method)

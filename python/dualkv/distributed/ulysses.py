@@ -9,11 +9,15 @@ K/V heads follow design section 2's GQA rule: query head h reads kv head h // (H
 gets query heads [r H/W, (r+1) H/W). When W divides Hk it gets exactly the Hk/W kv heads those read.
 Otherwise (W > Hk, or W not dividing Hk) a rank's query heads straddle or share kv heads, and the
 kv heads are replicated before the exchange: see `kv_replication`.
+
+The op between the exchanges is dualkv's by default; `attention_fn` puts another attention there
+(the step benchmark's baselines run FlashAttention or FlexAttention under Ulysses this way).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -48,6 +52,8 @@ def ulysses_attention(
     *,
     softmax_scale: float | None = None,
     deterministic: bool = False,
+    attention_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Layout, float | None], torch.Tensor]
+    | None = None,
 ) -> torch.Tensor:
     """Shared-prompt attention over a sequence-sharded packed stream; differentiable in q, k, v.
 
@@ -57,14 +63,27 @@ def ulysses_attention(
     layout, the same on every rank. W must divide H; it need not divide Hk. Returns this rank's
     (T_local, H, d) output, zeros on pad rows. softmax_scale and deterministic as in
     `dualkv.attention`. Collective: every rank of `group` must call it with the same shapes.
+
+    attention_fn: the attention run between the exchanges, None for `dualkv.attention`. It is
+    called as attention_fn(q, k, v, layout, softmax_scale) on the whole stream (T = layout.num_tokens
+    rows, no pad rows) for this rank's heads: q (T, H/W, d), k and v (T, Hk', d) with Hk' dividing
+    H/W (after any kv replication, the GQA rule j // (H/W / Hk') reads the right kv head), and must
+    return (T, H/W, d), differentiable in q, k, v. `deterministic` is dualkv's option, so it must
+    stay False with an attention_fn.
     """
-    world = _check_arguments(q, k, v, layout, group)
+    world = _check_arguments(q, k, v, layout, group, deterministic, attention_fn)
     replicas = kv_replication(q.shape[1], k.shape[1], world)
     if replicas > 1:
         k, v = (x.repeat_interleave(replicas, dim=1) for x in (k, v))
     tokens = layout.num_tokens
     q_heads, k_heads, v_heads = (_sequence_to_heads(x, world, group)[:tokens] for x in (q, k, v))
-    out = attention(q_heads, k_heads, v_heads, layout, softmax_scale=softmax_scale, deterministic=deterministic)
+    if attention_fn is None:
+        out = attention(q_heads, k_heads, v_heads, layout, softmax_scale=softmax_scale, deterministic=deterministic)
+    else:
+        out = attention_fn(q_heads, k_heads, v_heads, layout, softmax_scale)
+        if not isinstance(out, torch.Tensor) or out.shape != q_heads.shape:
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"attention_fn: must return q's shape {tuple(q_heads.shape)} (T, H/W, d), got {got}")
     padded = torch.nn.functional.pad(out, (0, 0, 0, 0, 0, world * q.shape[0] - tokens))
     return _heads_to_sequence(padded, world, group)
 
@@ -86,7 +105,7 @@ def _heads_to_sequence(x: torch.Tensor, world: int, group) -> torch.Tensor:
     return received.transpose(0, 1).reshape(rows, world * heads, dim)
 
 
-def _check_arguments(q, k, v, layout, group) -> int:
+def _check_arguments(q, k, v, layout, group, deterministic, attention_fn) -> int:
     """Validates what the head exchange relies on and returns the group size W; the op checks the
     rest (dtypes, head dims, H % Hk, the layout) on the exchanged tensors."""
     for name, tensor in (("q", q), ("k", k), ("v", v)):
@@ -96,6 +115,14 @@ def _check_arguments(q, k, v, layout, group) -> int:
             raise ValueError(f"{name}: expected (T_local, heads, head_dim), got shape {tuple(tensor.shape)}")
     if not isinstance(layout, Layout):
         raise TypeError(f"layout: expected a dualkv.Layout, got {type(layout).__name__}")
+    if attention_fn is not None:
+        if not callable(attention_fn):
+            raise TypeError(f"attention_fn: expected a callable or None, got {type(attention_fn).__name__}")
+        if deterministic:
+            raise ValueError(
+                "deterministic: selects dualkv's deterministic backward, so it cannot be combined with a custom "
+                "attention_fn (pass one or the other)"
+            )
     if k.shape != v.shape:
         raise ValueError(f"v: shape {tuple(v.shape)} must equal k's {tuple(k.shape)}")
     if k.shape[0] != q.shape[0] or k.shape[2] != q.shape[2]:
