@@ -76,18 +76,21 @@ struct OnlineSoftmax {
 
   // Turns scores (masked entries -inf) into unnormalised probabilities exp(s - m_new) in place and
   // rescales O by exp(m_old - m_new) at once (a kernel whose P V has retired by now, sm80). Over a
-  // long prompt most blocks raise no maximum; the rescale is then skipped for the whole warp (its
-  // factor would be 1 to an ulp, and O and l share it). A NaN maximum compares unequal and rescales.
+  // long prompt most blocks raise no maximum; the rescale is then skipped for the whole warp.
   template <typename Scores, typename Output>
   __device__ __forceinline__ void update(Scores& scores, Output& out, float scale_log2) {
-    update_rows<true>(scores, &out, scale_log2);
+    update_rows<true>(scores, &out, scale_log2, 0.0f);
   }
 
-  // The same, keeping exp(m_old - m_new) for rescale_output() (a kernel whose previous P V may
-  // still be running, sm90).
+  // The same with a lazy reference maximum, keeping exp(m_old - m_new) for rescale_output() (a
+  // kernel whose previous P V may still be running, sm90). A row's reference maximum moves only
+  // when a score exceeds it by more than 2^kLazySlackLog2, so probabilities stay <= 256 (exact in
+  // fp32 sums, far from the 16-bit operands' range) and O is rescaled only then: after a row's
+  // first blocks, rarely. FlashAttention-4 uses the same slack.
+  static constexpr float kLazySlackLog2 = 8.0f;
   template <typename Scores>
-  __device__ __forceinline__ void update(Scores& scores, float scale_log2) {
-    update_rows<false>(scores, static_cast<Scores*>(nullptr), scale_log2);
+  __device__ __forceinline__ void update_lazy(Scores& scores, float scale_log2) {
+    update_rows<false>(scores, static_cast<Scores*>(nullptr), scale_log2, kLazySlackLog2);
   }
 
   // O *= exp(m_old - m_new) per row, as decided by the last update().
@@ -116,16 +119,20 @@ struct OnlineSoftmax {
   }
 
  private:
+  // The maximum of a row moves to the block's maximum when that exceeds it by more than slack_log2
+  // (in exp2 units); probabilities are then at most 2^slack_log2.
   template <bool kRescaleNow, typename Scores, typename Output>
-  __device__ __forceinline__ void update_rows(Scores& scores, Output* out, float scale_log2) {
+  __device__ __forceinline__ void update_rows(Scores& scores, Output* out, float scale_log2, float slack_log2) {
     static_assert(decltype(cute::size<0>(scores))::value == kRows);
     float new_max[kRows];
     float shift[kRows];  // m_new in log2 units
     bool raised = false;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      new_max[r] = quad_max(fmaxf(row_max[r], chained_reduce(scores, r, [](float a, float b) { return fmaxf(a, b); })));
-      raised |= !(new_max[r] == row_max[r]);
+      const float block_max = quad_max(chained_reduce(scores, r, [](float a, float b) { return fmaxf(a, b); }));
+      const bool move = block_max * scale_log2 > row_max[r] * scale_log2 + slack_log2;
+      raised |= move;
+      new_max[r] = move ? block_max : row_max[r];
       // A row that has seen only masked keys keeps max -inf; shifting by 0 instead makes its
       // factors exp2(-inf - 0) = 0 and keeps it empty instead of producing (-inf) - (-inf) = NaN.
       shift[r] = (new_max[r] == -INFINITY ? 0.0f : new_max[r]) * scale_log2;

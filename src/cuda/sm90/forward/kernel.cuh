@@ -11,8 +11,10 @@
 //     K(n + 1) before V(n), the order the consumers need them); setmaxnreg lowers its registers.
 //   warpgroups 1.., consumers: warpgroup w owns query rows [64 (w - 1), 64 w) of the tile. Per key
 //     block: S = Q K^T (wgmma, both operands in shared memory), mask, online softmax in registers,
-//     O += P V (wgmma, P from registers). S(n + 1) is issued before O += P(n) V(n), so the tensor
-//     cores run one GEMM while the warpgroup does the softmax of the other.
+//     O += P V (wgmma, P from registers). Block n issues S(n) and P(n - 1) V(n - 1) back to back,
+//     then computes the softmax of block n while P(n - 1) V(n - 1) runs; P(n) goes to the other of
+//     two register buffers. The reference maximum is lazy (online_softmax.cuh), so O is rescaled
+//     only when a row's maximum jumps, outside this pipelined loop.
 //
 // Pipeline: Q single-buffered (q_full / q_empty barriers); K and V each through kStages buffers
 // of CUTLASS's PipelineTmaAsync (full: TMA transaction bytes; empty: every consumer thread).
@@ -191,39 +193,79 @@ __device__ void consume(const ForwardKernelParams& p, typename Config::SharedSto
     int valid_rows = valid_v_rows(walk);
     walk.advance();
     if (walk.done()) q_empty.arrive();
-    softmax.update(scores, p.softmax_scale_log2);
+    softmax.update_lazy(scores, p.softmax_scale_log2);
 
-    for (; !walk.done(); walk.advance()) {
-      // P(n - 1) in 16 bits before S(n) overwrites the scores it came from.
-      Tensor probabilities = convert_fragment<Element>(acc_s);
-      Tensor tOrP = make_tensor(probabilities.data(), accumulator_as_operand_a(acc_s.layout()));
+    // P of two consecutive blocks in two register buffers: P(n) is converted while P(n - 1) V(n - 1)
+    // still reads the other one (a wgmma's register operand must not change until it retires).
+    Tensor p_ready = convert_fragment<Element>(acc_s);  // P of the block before the walk's current one
+    decltype(p_ready) p_spare;
+    bool pv_in_flight = false;
+    // One key block n of the pipelined loop, p_previous holding P(n - 1): S(n) and P(n - 1) V(n - 1)
+    // are issued back to back, the softmax of block n runs under P(n - 1) V(n - 1), and P(n) goes to
+    // p_current (free: P(n - 2) V(n - 2) read it and has retired). Returns whether the loop goes on:
+    // not after the last block, nor when a row's maximum moved (O must be rescaled first).
+    // Inlined by force: nvcc outlines a lambda called three times, and ptxas then brackets every
+    // wgmma of the call with its own arrive and wait (C7519).
+    auto pipelined_block = [&](auto& p_previous, auto& p_current) __attribute__((always_inline)) {
       k_pipeline.consumer_wait(k_state);
       warpgroup_gemm<true, -1>(mma_s, tSrQ, tSrK(_, _, _, k_state.index()), acc_s);
+      warpgroup_wait<1>();  // P(n - 2) V(n - 2), if any, is done; S(n) may still run
+      if (pv_in_flight) {
+        v_pipeline.consumer_release(v_state);
+        ++v_state;
+      }
+      Tensor tOrP = make_tensor(p_previous.data(), accumulator_as_operand_a(acc_s.layout()));
       wait_for_v(valid_rows);
       warpgroup_gemm<false, -1>(mma_o, tOrP, tOrV(_, _, _, v_state.index()), acc_o);
-      warpgroup_wait<1>();  // S(n) is done; O += P(n - 1) V(n - 1) may still run
+      pv_in_flight = true;
+      warpgroup_wait<1>();  // S(n) is done; P(n - 1) V(n - 1) may still run
       k_pipeline.consumer_release(k_state);
       ++k_state;
       mask_scores(acc_s, tScS, walk, tile.q_begin);
       valid_rows = valid_v_rows(walk);
-      {
-        KeyBlockWalk<kBlockN> next = walk;
-        next.advance();
-        if (next.done()) q_empty.arrive();
+      walk.advance();
+      if (walk.done()) q_empty.arrive();
+      softmax.update_lazy(scores, p.softmax_scale_log2);
+      p_current = convert_fragment<Element>(acc_s);
+      return !walk.done() && !softmax.any_raised;
+    };
+    bool latest_in_spare = false;  // whether p_spare rather than p_ready holds the last block's P
+    while (!walk.done()) {
+      // Rare with the lazy maximum: O by the factor of the last block, with no wgmma in flight (a
+      // rescale of the accumulator inside the pipelined loop makes ptxas serialise its wgmmas, C7514).
+      if (softmax.any_raised) {
+        warpgroup_wait<0>();
+        softmax.rescale_output(out);
       }
-      softmax.update(scores, p.softmax_scale_log2);
-      warpgroup_wait<0>();
+      if (latest_in_spare) {
+        latest_in_spare = false;
+        if (!pipelined_block(p_spare, p_ready)) continue;
+      }
+      for (;;) {
+        if (!pipelined_block(p_ready, p_spare)) {
+          latest_in_spare = true;
+          break;
+        }
+        if (!pipelined_block(p_spare, p_ready)) break;
+      }
+    }
+    warpgroup_wait<0>();
+    if (pv_in_flight) {
       v_pipeline.consumer_release(v_state);
       ++v_state;
-      softmax.rescale_output(out);
     }
-    {
-      Tensor probabilities = convert_fragment<Element>(acc_s);
-      Tensor tOrP = make_tensor(probabilities.data(), accumulator_as_operand_a(acc_s.layout()));
+    softmax.rescale_output(out);
+    auto last_block_pv = [&](auto& p_last) {
+      Tensor tOrP = make_tensor(p_last.data(), accumulator_as_operand_a(acc_s.layout()));
       wait_for_v(valid_rows);
       warpgroup_gemm<false, 0>(mma_o, tOrP, tOrV(_, _, _, v_state.index()), acc_o);
       v_pipeline.consumer_release(v_state);
       ++v_state;
+    };
+    if (latest_in_spare) {
+      last_block_pv(p_spare);
+    } else {
+      last_block_pv(p_ready);
     }
 
     // Epilogue: normalise; LSE from the lane holding column 0 of its rows; O as column pairs.
