@@ -1,21 +1,39 @@
-"""Fused elementwise layers for a transformers decoder: RMSNorm and the SiLU-gated MLP's activation,
-each one torch.compile'd kernel instead of PyTorch's eager chain of passes.
+"""Fused elementwise layers for a transformers decoder: RMSNorm, the SiLU-gated MLP's activation and
+the rotary position embedding (RoPE), each one torch.compile'd kernel instead of PyTorch's eager
+chain of passes.
 
 Eager RMSNorm makes about six passes over its input (an fp32 copy, the square, the mean, the
 scale, the cast back, the weight) and the gated MLP two (SiLU, then the product); their backward
 passes as many again. Fusing them removed a third of the GPU time outside attention and the matrix
-products of a Qwen3-8B policy step (docs/perf.md, "Step benchmark"). The fused forms compute the
-same functions in the same precision (fp32 statistics, results in the input's dtype); only the
-rounding of intermediate values may differ.
+products of a Qwen3-8B policy step (docs/perf.md, "Step benchmark"). Eager RoPE (transformers'
+`apply_rotary_pos_emb`: `q * cos + rotate_half(q) * sin`, the same for k) makes five passes over
+each of q and k (the product with cos, the negated half, the torch.cat, the product with sin, the
+sum) and as many in backward, a cost shared by every attention implementation. The fused forms
+compute the same functions in the same precision: fp32 statistics for the norm, and every result
+in the dtype eager gives it (for RoPE q's and k's dtype, since Qwen3's rotary embedding casts cos
+and sin to it), from the same operations in the same order. Only the rounding of intermediate
+values may differ: Inductor keeps them in fp32 where eager rounds each one to bf16.
 
-The compiled functions take the weights as arguments, so FSDP2's swapping of sharded and
-unsharded parameters and activation checkpointing's recomputation see ordinary tensors, and
-shapes are dynamic: a new stream length does not recompile.
+The compiled functions take the weights, and for RoPE that call's cos and sin, as arguments, so
+FSDP2's swapping of sharded and unsharded parameters and activation checkpointing's recomputation
+see ordinary tensors, and shapes are dynamic: a new stream length does not recompile.
+
+RoPE is fused per attention module, with no process-wide effect: transformers' attention forward
+(Qwen3's, Qwen3-MoE's, and any other whose class forward calls a module-global
+`apply_rotary_pos_emb` with the code of transformers' standard one) looks that function up in its
+module's globals at call time. Each such module gets, as a method bound to it, the same forward
+function (the same code object, not a copy of transformers' source) over a copy of those globals in
+which `apply_rotary_pos_emb` is the fused one. transformers' modules are not modified, so other
+models of the same class keep the eager RoPE. The copy is taken at the first fusion of that class:
+a later reassignment of a global in transformers' module (e.g. by a kernel-replacement library) is
+not seen by the fused modules; mutations of the objects it holds (the attention registry) are.
 """
 
 from __future__ import annotations
 
+import functools
 import types
+from collections.abc import Callable
 
 import torch
 
@@ -34,6 +52,25 @@ def _silu_gate(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.silu(gate) * up
 
 
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # transformers' `(x * cos) + (rotate_half(x) * sin)`, the same operations in the same order.
+    half = x.shape[-1] // 2
+    return (x * cos) + (torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin)
+
+
+@torch.compile(dynamic=True, fullgraph=True)
+def _rotary(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _rotate(q, cos, sin), _rotate(k, cos, sin)
+
+
+def _fused_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    """transformers' `apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)` (same signature, same
+    function) as one compiled function; the unsqueeze is a view, done outside it."""
+    return _rotary(q, k, cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim))
+
+
 def _is_rms_norm(module: torch.nn.Module) -> bool:
     return type(module).__name__.endswith("RMSNorm") and hasattr(module, "variance_epsilon")
 
@@ -47,6 +84,75 @@ def _is_silu_gated_mlp(module: torch.nn.Module) -> bool:
     return has_projections and type(getattr(module, "act_fn", None)).__name__ in _SILU_MODULES
 
 
+_ROPE = "apply_rotary_pos_emb"
+
+
+def _code_key(function: types.FunctionType) -> tuple:
+    """What a function computes, without its docstring and source position: two functions with the
+    same key and the same globals they read run the same operations."""
+    code = function.__code__
+    consts = code.co_consts
+    if function.__doc__ is not None and consts and consts[0] == function.__doc__:
+        consts = consts[1:]
+    return (code.co_code, code.co_names, code.co_varnames, code.co_argcount, code.co_kwonlyargcount, consts,
+            function.__defaults__, function.__kwdefaults__, function.__closure__)
+
+
+@functools.cache
+def _reference_rope_keys() -> tuple[tuple, tuple] | None:
+    """The code keys of transformers' standard `apply_rotary_pos_emb` and `rotate_half` (Qwen3's;
+    Llama, Qwen2, Qwen3-MoE and many more carry the same code); None if they are not plain functions
+    (e.g. wrapped by a kernel-replacement library), in which case no RoPE is fused."""
+    from transformers.models.qwen3 import modeling_qwen3
+
+    rope, rotate_half = modeling_qwen3.apply_rotary_pos_emb, modeling_qwen3.rotate_half
+    if not (isinstance(rope, types.FunctionType) and isinstance(rotate_half, types.FunctionType)):
+        return None
+    return _code_key(rope), _code_key(rotate_half)
+
+
+def _is_transformers_rope(function: object) -> bool:
+    reference = _reference_rope_keys()
+    if reference is None or not isinstance(function, types.FunctionType):
+        return False
+    rotate_half = function.__globals__.get("rotate_half")
+    return (
+        _code_key(function) == reference[0]
+        and isinstance(rotate_half, types.FunctionType)
+        and _code_key(rotate_half) == reference[1]
+    )
+
+
+# A class's forward -> the same function over globals in which `apply_rotary_pos_emb` is the fused
+# one; one per class forward, so fusing again (or another model of the class) binds the same function.
+_fused_rope_forwards: dict[types.FunctionType, types.FunctionType] = {}
+
+
+def _fused_rope_forward(module: torch.nn.Module) -> Callable | None:
+    """For an attention module whose class forward calls transformers' `apply_rotary_pos_emb` (a
+    module global, looked up at call time): that forward with the fused RoPE. None for any other
+    module, and for one whose forward was already replaced on the instance by something else."""
+    forward = getattr(type(module), "forward", None)
+    if not isinstance(forward, types.FunctionType) or _ROPE not in forward.__code__.co_names:
+        return None
+    fused = _fused_rope_forwards.get(forward)
+    if fused is None:
+        if not _is_transformers_rope(forward.__globals__.get(_ROPE)):
+            return None
+        namespace = dict(forward.__globals__)
+        namespace[_ROPE] = _fused_apply_rotary_pos_emb
+        fused = types.FunctionType(
+            forward.__code__, namespace, forward.__name__, forward.__defaults__, forward.__closure__
+        )
+        functools.update_wrapper(fused, forward)  # name, docstring, annotations, __wrapped__
+        fused.__kwdefaults__ = forward.__kwdefaults__
+        _fused_rope_forwards[forward] = fused
+    own = module.__dict__.get("forward")
+    if own is not None and getattr(own, "__func__", None) is not fused:
+        return None
+    return fused
+
+
 def _fused_rms_norm_forward(self, hidden: torch.Tensor) -> torch.Tensor:
     return _rms_norm(hidden, self.weight, self.variance_epsilon)
 
@@ -56,18 +162,24 @@ def _fused_mlp_forward(self, x: torch.Tensor) -> torch.Tensor:
 
 
 def fuse_elementwise(model: torch.nn.Module) -> int:
-    """Routes every RMSNorm (transformers' `*RMSNorm` with `variance_epsilon`) and every SiLU-gated
-    MLP (`gate_proj`, `up_proj`, `down_proj`, `act_fn` SiLU) of `model` through the fused functions,
-    in place, and returns how many modules it changed. Call it before FSDP sharding or after:
-    parameters are read at each call. The new forwards are methods bound to their modules, so a
-    deep copy of the model (a frozen reference policy) runs on its own weights. Other modules are
-    left as they are."""
+    """Routes every RMSNorm (transformers' `*RMSNorm` with `variance_epsilon`), every SiLU-gated
+    MLP (`gate_proj`, `up_proj`, `down_proj`, `act_fn` SiLU) and the RoPE of every attention module
+    whose class forward calls transformers' `apply_rotary_pos_emb` (see the module docstring) of
+    `model` through the fused functions, in place, and returns how many modules it routed: each
+    norm, MLP and attention module counts once. Calling it again is harmless: it binds the same
+    functions to the same modules and returns the same number. Call it before FSDP sharding or
+    after: parameters are read at each call. The new forwards are methods bound to their modules,
+    so a deep copy of the model (a frozen reference policy) runs on its own weights. Other modules,
+    and an attention module whose forward something else already replaced, are left as they are;
+    nothing outside `model` changes."""
     changed = 0
     for module in model.modules():
         if _is_rms_norm(module):
             module.forward = types.MethodType(_fused_rms_norm_forward, module)
         elif _is_silu_gated_mlp(module):
             module.forward = types.MethodType(_fused_mlp_forward, module)
+        elif (forward := _fused_rope_forward(module)) is not None:
+            module.forward = types.MethodType(forward, module)
         else:
             continue
         changed += 1
