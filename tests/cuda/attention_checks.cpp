@@ -15,13 +15,6 @@ struct Inputs {
   DenseTensor q, k, v, dout;
 };
 
-// Draws q, k, v and dout into the host views (rounded to the dtype) and returns their exact values.
-Inputs draw_inputs(HostTensors& host) {
-  std::mt19937_64 rng = rng_for_current_test();
-  for (StridedTensor* view : {&host.q, &host.k, &host.v, &host.dout}) fill_uniform(*view, rng);
-  return Inputs{to_dense(host.q), to_dense(host.k), to_dense(host.v), to_dense(host.dout)};
-}
-
 // NaN in q, k and v of every token of every odd-numbered segment.
 void poison_odd_segments(const dualkv::Layout& layout, HostTensors& host) {
   for (int32_t s = 1; s < layout.num_segments(); s += 2) {
@@ -33,6 +26,29 @@ void poison_odd_segments(const dualkv::Layout& layout, HostTensors& host) {
       }
     }
   }
+}
+
+// k of the j-th token of every segment times 1 + j / 32 (then rounded to the dtype).
+void grow_keys_along_segments(const dualkv::Layout& layout, StridedTensor& k) {
+  for (int32_t s = 0; s < layout.num_segments(); ++s) {
+    const int32_t begin = layout.segment_begin(s);
+    for (int32_t t = begin; t < layout.segment_end(s); ++t) {
+      const double factor = 1.0 + (t - begin) / 32.0;
+      for (int64_t h = 0; h < k.heads; ++h) {
+        for (int64_t i = 0; i < k.head_dim; ++i) k.write(t, h, i, k.read(t, h, i) * factor);
+      }
+    }
+  }
+}
+
+// Draws q, k, v and dout into the host views (rounded to the dtype) in the given pattern and
+// returns their exact values.
+Inputs draw_inputs(const dualkv::Layout& layout, HostTensors& host, InputPattern pattern) {
+  std::mt19937_64 rng = rng_for_current_test();
+  for (StridedTensor* view : {&host.q, &host.k, &host.v, &host.dout}) fill_uniform(*view, rng);
+  if (pattern == InputPattern::kNanInOddSegments) poison_odd_segments(layout, host);
+  if (pattern == InputPattern::kGrowingKeys) grow_keys_along_segments(layout, host.k);
+  return Inputs{to_dense(host.q), to_dense(host.k), to_dense(host.v), to_dense(host.dout)};
 }
 
 // Where the fp64 CPU result is NaN the kernel's must be NaN too; those entries are then zeroed in
@@ -90,15 +106,12 @@ void expect_gradient(const char* name, DenseTensor kernel, DenseTensor baseline,
 }  // namespace
 
 void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim, const KernelChoice& choice,
-                   bool nan_in_odd_segments) {
+                   InputPattern pattern) {
   const dualkv::Layout layout = make_layout(problem.batch);
   HostTensors host =
       make_host_tensors(problem.placement, dtype, layout.total_tokens(), problem.heads, problem.kv_heads, head_dim);
-  Inputs inputs = draw_inputs(host);
-  if (nan_in_odd_segments) {
-    poison_odd_segments(layout, host);
-    inputs = Inputs{to_dense(host.q), to_dense(host.k), to_dense(host.v), inputs.dout};
-  }
+  const Inputs inputs = draw_inputs(layout, host, pattern);
+  const bool nan_in_odd_segments = pattern == InputPattern::kNanInOddSegments;
   const float scale = dualkv::default_softmax_scale(head_dim);
 
   oracle::ForwardResult fp64 = cpu_fp64_forward(layout, inputs.q, inputs.k, inputs.v, scale);
@@ -134,15 +147,12 @@ void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t he
 }
 
 void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim, const KernelChoice& choice,
-                    bool nan_in_odd_segments) {
+                    InputPattern pattern) {
   const dualkv::Layout layout = make_layout(problem.batch);
   HostTensors host =
       make_host_tensors(problem.placement, dtype, layout.total_tokens(), problem.heads, problem.kv_heads, head_dim);
-  Inputs inputs = draw_inputs(host);
-  if (nan_in_odd_segments) {
-    poison_odd_segments(layout, host);
-    inputs = Inputs{to_dense(host.q), to_dense(host.k), to_dense(host.v), inputs.dout};
-  }
+  const Inputs inputs = draw_inputs(layout, host, pattern);
+  const bool nan_in_odd_segments = pattern == InputPattern::kNanInOddSegments;
   const float scale = dualkv::default_softmax_scale(head_dim);
 
   // out and lse as a forward pass would deliver them: the fp64 result stored in the dtype and

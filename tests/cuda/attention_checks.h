@@ -24,17 +24,26 @@ struct KernelChoice {
   size_t max_shared_memory_per_block = 0;
 };
 
-// nan_in_odd_segments: q, k and v of every odd-numbered segment are NaN. Rows that see such a
-// segment must come out NaN (propagation); every other row must be unaffected and within budget
-// (a kernel that reads a neighbouring segment's rows into a result, even multiplied by zero,
-// fails).
+// How a check draws its inputs: q, k, v and dout uniform in [-1, 1), then
+enum class InputPattern {
+  kUniform,  // nothing more;
+  // NaN in q, k and v of every odd-numbered segment. Rows that see such a segment must come out NaN
+  // (propagation); every other row must be unaffected and within budget (a kernel that reads a
+  // neighbouring segment's rows into a result, even multiplied by zero, fails);
+  kNanInOddSegments,
+  // the j-th key of every segment scaled by 1 + j / 32, so that a row's maximum score jumps by more
+  // than 2^8 (in exp2 units) at later key blocks of its walk and the online softmax must rescale O
+  // mid-walk (the Hopper forward's lazy maximum moves only then; uniform inputs never make it).
+  kGrowingKeys,
+};
+
 void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim, const KernelChoice& choice = {},
-                   bool nan_in_odd_segments = false);
+                   InputPattern pattern = InputPattern::kUniform);
 
 // Both backward modes; the deterministic one is also run twice and compared bit for bit.
-// nan_in_odd_segments as for check_forward: gradients that depend on a NaN input must be NaN,
-// every other one unaffected and within budget.
+// With kNanInOddSegments, gradients that depend on a NaN input must be NaN, every other one
+// unaffected and within budget.
 void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim,
-                    const KernelChoice& choice = {}, bool nan_in_odd_segments = false);
+                    const KernelChoice& choice = {}, InputPattern pattern = InputPattern::kUniform);
 
 }  // namespace dualkv_test

@@ -43,7 +43,8 @@ std::string shape_name(const ::testing::TestParamInfo<ShapeParam>& info) {
   return problem.name + "_" + dualkv::dtype_name(dtype) + "_d" + std::to_string(head_dim);
 }
 
-// The forward of each kernel family on every shape; with NaN in every other segment too.
+// The forward of each kernel family on every shape; with NaN in every other segment too, and with
+// keys that grow along each segment.
 using FamilyParam = std::tuple<AttentionCase, DType, int64_t, KernelFamily>;
 
 std::string family_name(const ::testing::TestParamInfo<FamilyParam>& info) {
@@ -61,7 +62,14 @@ TEST_P(CudaForward, MatchesReferences) {
 
 TEST_P(CudaForward, NanInOddSegmentsStaysThere) {
   const auto& [problem, dtype, head_dim, family] = GetParam();
-  check_forward(problem, dtype, head_dim, {family, 0}, true);
+  check_forward(problem, dtype, head_dim, {family, 0}, InputPattern::kNanInOddSegments);
+}
+
+// Keys growing along each segment: the maximum of a row jumps at later key blocks, and O is
+// rescaled mid-walk (the Hopper forward's rare rescale path, both of its P buffers).
+TEST_P(CudaForward, LaterKeysRaiseTheMaximum) {
+  const auto& [problem, dtype, head_dim, family] = GetParam();
+  check_forward(problem, dtype, head_dim, {family, 0}, InputPattern::kGrowingKeys);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaForward,
@@ -92,7 +100,7 @@ class CudaBackwardNan : public ::testing::TestWithParam<FamilyParam> {};
 
 TEST_P(CudaBackwardNan, NanInOddSegmentsStaysThere) {
   const auto& [problem, dtype, head_dim, family] = GetParam();
-  check_backward(problem, dtype, head_dim, {family, 0}, true);
+  check_backward(problem, dtype, head_dim, {family, 0}, InputPattern::kNanInOddSegments);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaBackwardNan,
@@ -137,13 +145,13 @@ AttentionCase sanitizer_case() { return {"tiny", {{17, {5, 1}}, {3, {9}}}, 4, 2,
 TEST(CudaSanitizer, Forward) { check_forward(sanitizer_case(), DType::kFloat16, 64, {KernelFamily::kPortable, 0}); }
 
 TEST(CudaSanitizer, ForwardHopper) {
-  check_forward(sanitizer_case(), DType::kBFloat16, 128, {KernelFamily::kHopper, 0}, true);
+  check_forward(sanitizer_case(), DType::kBFloat16, 128, {KernelFamily::kHopper, 0}, InputPattern::kNanInOddSegments);
 }
 
 TEST(CudaSanitizer, Backward) { check_backward(sanitizer_case(), DType::kBFloat16, 128, {KernelFamily::kPortable, 0}); }
 
 TEST(CudaSanitizer, BackwardHopper) {
-  check_backward(sanitizer_case(), DType::kFloat16, 128, {KernelFamily::kHopper, 0}, true);
+  check_backward(sanitizer_case(), DType::kFloat16, 128, {KernelFamily::kHopper, 0}, InputPattern::kNanInOddSegments);
 }
 
 TEST(CudaSanitizer, BackwardSm86Tiles) {

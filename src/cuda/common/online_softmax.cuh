@@ -79,7 +79,7 @@ struct OnlineSoftmax {
   // long prompt most blocks raise no maximum; the rescale is then skipped for the whole warp.
   template <typename Scores, typename Output>
   __device__ __forceinline__ void update(Scores& scores, Output& out, float scale_log2) {
-    update_rows<true>(scores, &out, scale_log2, 0.0f);
+    update_rows<true, false>(scores, &out, scale_log2);
   }
 
   // The same with a lazy reference maximum, keeping exp(m_old - m_new) for rescale_output() (a
@@ -90,7 +90,7 @@ struct OnlineSoftmax {
   static constexpr float kLazySlackLog2 = 8.0f;
   template <typename Scores>
   __device__ __forceinline__ void update_lazy(Scores& scores, float scale_log2) {
-    update_rows<false>(scores, static_cast<Scores*>(nullptr), scale_log2, kLazySlackLog2);
+    update_rows<false, true>(scores, static_cast<Scores*>(nullptr), scale_log2);
   }
 
   // O *= exp(m_old - m_new) per row, as decided by the last update().
@@ -119,10 +119,10 @@ struct OnlineSoftmax {
   }
 
  private:
-  // The maximum of a row moves to the block's maximum when that exceeds it by more than slack_log2
-  // (in exp2 units); probabilities are then at most 2^slack_log2.
-  template <bool kRescaleNow, typename Scores, typename Output>
-  __device__ __forceinline__ void update_rows(Scores& scores, Output* out, float scale_log2, float slack_log2) {
+  // kLazy: a row's maximum moves to the block's maximum only when that exceeds it by more than
+  // kLazySlackLog2 (in exp2 units); otherwise to the larger of the two (a NaN-free max: fmaxf).
+  template <bool kRescaleNow, bool kLazy, typename Scores, typename Output>
+  __device__ __forceinline__ void update_rows(Scores& scores, Output* out, float scale_log2) {
     static_assert(decltype(cute::size<0>(scores))::value == kRows);
     float new_max[kRows];
     float shift[kRows];  // m_new in log2 units
@@ -130,9 +130,13 @@ struct OnlineSoftmax {
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const float block_max = quad_max(chained_reduce(scores, r, [](float a, float b) { return fmaxf(a, b); }));
-      const bool move = block_max * scale_log2 > row_max[r] * scale_log2 + slack_log2;
-      raised |= move;
-      new_max[r] = move ? block_max : row_max[r];
+      if constexpr (kLazy) {
+        const bool move = block_max * scale_log2 > row_max[r] * scale_log2 + kLazySlackLog2;
+        new_max[r] = move ? block_max : row_max[r];
+      } else {
+        new_max[r] = fmaxf(row_max[r], block_max);
+      }
+      raised |= new_max[r] != row_max[r];
       // A row that has seen only masked keys keeps max -inf; shifting by 0 instead makes its
       // factors exp2(-inf - 0) = 0 and keeps it empty instead of producing (-inf) - (-inf) = NaN.
       shift[r] = (new_max[r] == -INFINITY ? 0.0f : new_max[r]) * scale_log2;
