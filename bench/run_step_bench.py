@@ -13,7 +13,8 @@ batches (dualkv) against the same step on the N-copy batch with PyTorch's FlashA
 
 A step, per data-parallel rank: --groups prompt groups of N responses in micro-batches of
 --micro-batch responses (default N); old log-probs (forward only), then per micro-batch log-probs,
-DAPO loss and backward, gradients accumulated (FSDP2 syncs on the last). Model in --dtype for parameters
+DAPO loss and backward, gradients reduce-scattered per micro-batch and accumulated sharded (held
+unsharded until the last micro-batch, Qwen3-30B-A3B's would not fit). Model in --dtype for parameters
 and gradients alike (no fp32 master copy, no optimizer step: both are the same for every method
 and would not fit Qwen3-8B on one GPU), activation checkpointing on, FSDP2 over all ranks.
 --sp W: Ulysses sequence parallelism over groups of W adjacent ranks, which hold the same groups
@@ -225,8 +226,6 @@ def _step(policy, micro_batches, advantages: dict) -> dict:
         old = [policy(batch)[0] for batch, _ in micro_batches]
     masks = [_packed(batch).response_mask for batch, _ in micro_batches]
     for index, (batch, ids) in enumerate(micro_batches):
-        if isinstance(policy, FSDPModule):
-            policy.set_requires_gradient_sync(index == len(micro_batches) - 1)
         logprobs, _ = policy(batch)  # under SP: every response's, on every rank of the group
         loss = losses.policy_loss(
             logprobs, old[index], torch.stack([advantages[i] for i in ids]), masks[index],

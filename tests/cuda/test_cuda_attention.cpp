@@ -148,6 +148,13 @@ TEST(CudaSanitizer, ForwardHopper) {
   check_forward(sanitizer_case(), DType::kBFloat16, 128, {KernelFamily::kHopper, 0}, InputPattern::kNanInOddSegments);
 }
 
+// Query tiles that walk several key blocks (the tiny case has one), with keys that grow along each
+// segment: the Hopper forward's pipelined loop, its two P buffers and its mid-walk rescale.
+TEST(CudaSanitizer, ForwardHopperLongWalk) {
+  const AttentionCase long_walk{"long_walk", {{300, {260, 7}}}, 4, 2, Placement::kContiguous};
+  check_forward(long_walk, DType::kFloat16, 128, {KernelFamily::kHopper, 0}, InputPattern::kGrowingKeys);
+}
+
 TEST(CudaSanitizer, Backward) { check_backward(sanitizer_case(), DType::kBFloat16, 128, {KernelFamily::kPortable, 0}); }
 
 TEST(CudaSanitizer, BackwardHopper) {
