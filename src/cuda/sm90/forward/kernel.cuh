@@ -121,6 +121,7 @@ template <typename Config, typename VtStage>
 __device__ __forceinline__ void zero_foreign_v_rows(VtStage& vt, int valid_rows, int consumer_thread) {
   using Element = typename Config::Element;
   const int count = (Config::kBlockN - valid_rows) * Config::kHeadDim;
+  asm volatile("" : "+r"(consumer_thread));
   for (int i = consumer_thread; i < count; i += Config::kConsumerThreads) {
     vt(i % Config::kHeadDim, valid_rows + i / Config::kHeadDim) = Element(0);
   }
@@ -199,21 +200,24 @@ __device__ void consume(const ForwardKernelParams& p, typename Config::SharedSto
     // still reads the other one (a wgmma's register operand must not change until it retires).
     Tensor p_ready = convert_fragment<Element>(acc_s);  // P of the block before the walk's current one
     decltype(p_ready) p_spare;
+    // One key block n of the pipelined loop, p_previous holding P(n - 1): P(n - 2) V(n - 2) is
+    // retired and O rescaled by the factor of block n - 1 (per warp, rarely: the lazy maximum);
+    // then S(n) and P(n - 1) V(n - 1) are issued back to back, the softmax of block n runs under
+    // P(n - 1) V(n - 1), and P(n) goes to p_current. Returns whether the walk goes on. The control
+    // flow around every wgmma instruction depends only on the walk, the same for the four warps of
+    // the warpgroup (wgmma, its waits included, is .sync.aligned over them).
+    // Inlined by force: nvcc outlines a lambda called twice, and ptxas then brackets every wgmma of
+    // the call with its own arrive and wait (C7519).
     bool pv_in_flight = false;
-    // One key block n of the pipelined loop, p_previous holding P(n - 1): S(n) and P(n - 1) V(n - 1)
-    // are issued back to back, the softmax of block n runs under P(n - 1) V(n - 1), and P(n) goes to
-    // p_current (free: P(n - 2) V(n - 2) read it and has retired). Returns whether the loop goes on:
-    // not after the last block, nor when a row's maximum moved (O must be rescaled first).
-    // Inlined by force: nvcc outlines a lambda called three times, and ptxas then brackets every
-    // wgmma of the call with its own arrive and wait (C7519).
     auto pipelined_block = [&](auto& p_previous, auto& p_current) __attribute__((always_inline)) {
-      k_pipeline.consumer_wait(k_state);
-      warpgroup_gemm<true, -1>(mma_s, tSrQ, tSrK(_, _, _, k_state.index()), acc_s);
-      warpgroup_wait<1>();  // P(n - 2) V(n - 2), if any, is done; S(n) may still run
+      warpgroup_wait<0>();  // P(n - 2) V(n - 2) has retired
       if (pv_in_flight) {
         v_pipeline.consumer_release(v_state);
         ++v_state;
       }
+      softmax.rescale_output(out);
+      k_pipeline.consumer_wait(k_state);
+      warpgroup_gemm<true, -1>(mma_s, tSrQ, tSrK(_, _, _, k_state.index()), acc_s);
       Tensor tOrP = make_tensor(p_previous.data(), accumulator_as_operand_a(acc_s.layout()));
       wait_for_v(valid_rows);
       warpgroup_gemm<false, -1>(mma_o, tOrP, tOrV(_, _, _, v_state.index()), acc_o);
@@ -227,20 +231,10 @@ __device__ void consume(const ForwardKernelParams& p, typename Config::SharedSto
       if (walk.done()) q_empty.arrive();
       softmax.update_lazy(scores, p.softmax_scale_log2);
       p_current = convert_fragment<Element>(acc_s);
-      return !walk.done() && !softmax.any_raised;
+      return !walk.done();
     };
     bool latest_in_spare = false;  // whether p_spare rather than p_ready holds the last block's P
-    while (!walk.done()) {
-      // Rare with the lazy maximum: O by the factor of the last block, with no wgmma in flight (a
-      // rescale of the accumulator inside the pipelined loop makes ptxas serialise its wgmmas, C7514).
-      if (softmax.any_raised) {
-        warpgroup_wait<0>();
-        softmax.rescale_output(out);
-      }
-      if (latest_in_spare) {
-        latest_in_spare = false;
-        if (!pipelined_block(p_spare, p_ready)) continue;
-      }
+    if (!walk.done()) {
       for (;;) {
         if (!pipelined_block(p_ready, p_spare)) {
           latest_in_spare = true;
