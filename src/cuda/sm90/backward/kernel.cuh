@@ -50,6 +50,7 @@
 #include "cuda/sm90/backward/dq_accumulator.h"
 #include "cuda/sm90/backward/launch.h"
 #include "cuda/sm90/common/fragments.cuh"
+#include "cuda/sm90/common/hide_from_hoisting.cuh"
 #include "cuda/sm90/common/tma_tile.cuh"
 #include "cuda/sm90/common/warp_specialized.cuh"
 
@@ -73,12 +74,6 @@ struct KeyTileWork {
     key_rows = min(block_n, p.cu_seqlens[tile.segment + 1] - tile.begin);
   }
 };
-
-// Makes `value` opaque to the compiler at this point. Per-thread index arithmetic inside the step
-// loop is loop-invariant, and the compiler hoists it (the zeroing loops' bases) into registers
-// that the accumulators need, then spills them; recomputing it in the loop costs a few integer
-// instructions per step instead.
-__device__ __forceinline__ void hide_from_hoisting(int& value) { asm volatile("" : "+r"(value)); }
 
 // Zeroes rows [first_row, rows) of a (rows x d) shared tile seen through `tile` (row, column),
 // with the consumer threads' stride.

@@ -11,10 +11,12 @@
 //     K(n + 1) before V(n), the order the consumers need them); setmaxnreg lowers its registers.
 //   warpgroups 1.., consumers: warpgroup w owns query rows [64 (w - 1), 64 w) of the tile. Per key
 //     block: S = Q K^T (wgmma, both operands in shared memory), mask, online softmax in registers,
-//     O += P V (wgmma, P from registers). Block n issues S(n) and P(n - 1) V(n - 1) back to back,
-//     then computes the softmax of block n while P(n - 1) V(n - 1) runs; P(n) goes to the other of
-//     two register buffers. The reference maximum is lazy (online_softmax.cuh), so O is rescaled
-//     only when a row's maximum jumps, outside this pipelined loop.
+//     O += P V (wgmma, P from registers). Block n retires P(n - 2) V(n - 2), issues S(n) and
+//     P(n - 1) V(n - 1) back to back, then computes the softmax of block n while P(n - 1) V(n - 1)
+//     runs; P(n) goes to the other of two register buffers. The reference maximum is lazy
+//     (online_softmax.cuh): O is rescaled, per warp and with no wgmma in flight, only when a row's
+//     maximum jumps. Control flow around every wgmma depends on the walk alone, the same in the
+//     four warps of a warpgroup.
 //
 // Pipeline: Q single-buffered (q_full / q_empty barriers); K and V each through kStages buffers
 // of CUTLASS's PipelineTmaAsync (full: TMA transaction bytes; empty: every consumer thread).
@@ -35,6 +37,7 @@
 #include "cuda/common/key_block_walk.h"
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/sm90/common/fragments.cuh"
+#include "cuda/sm90/common/hide_from_hoisting.cuh"
 #include "cuda/sm90/common/tma_tile.cuh"
 #include "cuda/sm90/common/warp_specialized.cuh"
 #include "cuda/sm90/forward/config.cuh"
@@ -121,7 +124,7 @@ template <typename Config, typename VtStage>
 __device__ __forceinline__ void zero_foreign_v_rows(VtStage& vt, int valid_rows, int consumer_thread) {
   using Element = typename Config::Element;
   const int count = (Config::kBlockN - valid_rows) * Config::kHeadDim;
-  asm volatile("" : "+r"(consumer_thread));
+  hide_from_hoisting(consumer_thread);
   for (int i = consumer_thread; i < count; i += Config::kConsumerThreads) {
     vt(i % Config::kHeadDim, valid_rows + i / Config::kHeadDim) = Element(0);
   }
