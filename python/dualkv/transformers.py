@@ -21,7 +21,10 @@ Under torch.compile neither value check runs (both need the values on the host).
 
 On first use per device, dtype and head shape, the attention operator checks itself against the
 N-copy computation (`dualkv.check.check_attention`, a few milliseconds) and raises if it fails, so
-a broken build or driver cannot train silently. DUALKV_SELF_CHECK=0 turns that off.
+a broken build or driver cannot train silently. DUALKV_SELF_CHECK=0 turns that off. The check runs
+on a thread of its own, so that none of the caller's thread-local autograd state reaches it and it
+leaves none behind: the first call is often inside an activation-checkpointed layer, whose
+recomputation must save (and, with selective checkpointing, compute) exactly what its forward did.
 
 Sequence parallelism: a `dualkv.distributed.SequenceParallelLayout` as `dualkv_layout` (see
 `dualkv.distributed.shard_sequence`) means the inputs are this rank's rows of the stream and the
@@ -30,7 +33,9 @@ layout is global; attention then runs Ulysses over the layout's process group.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import weakref
 
 import torch
@@ -132,7 +137,7 @@ def _self_check_once(device: torch.device, dtype: torch.dtype, heads: int, kv_he
         return
     if torch.compiler.is_compiling() or device.type == "meta":  # no values to check
         return
-    result = check.check_attention(device, dtype, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+    result = _run_self_check(device, dtype, heads, kv_heads, head_dim)
     if not result.passed:
         raise RuntimeError(
             "dualkv: the attention operator failed its self-check on this machine, so its results cannot be "
@@ -140,6 +145,45 @@ def _self_check_once(device: torch.device, dtype: torch.dtype, heads: int, kv_he
             f"it with that output. {SELF_CHECK_VARIABLE}=0 skips the check."
         )
     _self_checked.add(key)
+
+
+def _run_self_check(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int):
+    """check.check_attention, run on a new thread and waited for.
+
+    The check runs its own forward and backward passes. In the caller's thread they would run
+    under whatever the caller has switched on there, all of it thread-local: non-reentrant
+    activation checkpointing's saved-tensor hooks (the check's saved tensors would be counted as
+    the layer's, and the recomputation, which does not run the check again, would save fewer:
+    CheckpointError), selective checkpointing's dispatch modes (the check's op outputs would be
+    cached and handed to the recomputation's ops), torch.func transforms, torch function modes,
+    no_grad, inference mode and autocast. A new thread starts with none of them. It runs no
+    collectives, so under FSDP or DDP each rank checks on its own.
+
+    Inside a backward pass (the first call from a function that autograd runs, e.g. a
+    recomputation), the check runs in the caller's thread: that thread may be the autograd engine's
+    worker for the device, which the check's own backward pass would need while this thread waits.
+    """
+
+    def run():
+        with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+            return check.check_attention(device, dtype, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+
+    if torch._C._current_graph_task_id() != -1:
+        return run()
+    outcome = {}
+
+    def target():
+        try:
+            outcome["result"] = run()
+        except BaseException as error:  # re-raised in the caller's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, name="dualkv-self-check", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
 
 
 # Per layout, the position_ids tensor (weakly) and its version last found equal to the layout's:

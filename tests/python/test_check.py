@@ -1,6 +1,7 @@
 """dualkv.check (`python -m dualkv.check`) and the self-check the transformers integration runs on
 first use."""
 
+import functools
 import subprocess
 import sys
 
@@ -123,3 +124,68 @@ def test_first_use_check_runs_inside_a_no_grad_forward(fresh_process, mode):
     with mode():
         model(**inputs)
     assert len(dualkv.transformers._self_checked) == 1
+
+
+
+def _selective_checkpointing():
+    """torch.utils.checkpoint's selective checkpointing, keeping the outputs of ops the self-check
+    runs too: its forward caches them per op, and its recomputation takes them back in order."""
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    saved = {
+        torch.ops.dualkv.attention_forward.default,
+        torch.ops.aten._to_copy.default,
+        torch.ops.aten.mul.Tensor,
+        torch.ops.aten.add.Tensor,
+        torch.ops.aten.mm.default,
+    }
+
+    def policy(context, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op in saved else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return functools.partial(create_selective_checkpoint_contexts, policy)
+
+
+CHECKPOINTING = {
+    "non_reentrant": lambda: {"use_reentrant": False},
+    "reentrant": lambda: {"use_reentrant": True},
+    "selective": lambda: {"use_reentrant": False, "context_fn": _selective_checkpointing()},
+}
+
+
+@pytest.mark.parametrize("checkpointing", list(CHECKPOINTING))
+def test_first_use_check_inside_activation_checkpointing(fresh_process, checkpointing):
+    """The first attention call of the process inside a checkpointed layer (the training step's
+    first forward pass under shard_policy): the check's own forward and backward must not change
+    what the layer saves, or the recomputation in backward differs from the original forward."""
+    checkpointed, inputs = _model_and_inputs()
+    plain, _ = _model_and_inputs()
+    checkpointed.gradient_checkpointing_enable(gradient_checkpointing_kwargs=CHECKPOINTING[checkpointing]())
+    checkpointed.train()
+    plain.train()
+    checkpointed(**inputs).logits.sum().backward()
+    assert len(dualkv.transformers._self_checked) == 1
+    plain(**inputs).logits.sum().backward()
+    for (name, expected), got in zip(plain.named_parameters(), checkpointed.parameters()):
+        torch.testing.assert_close(got.grad, expected.grad, rtol=1e-5, atol=1e-6, msg=lambda m: f"{name}: {m}")
+
+
+def test_first_use_check_inside_a_backward_pass(fresh_process):
+    """A first call from a function autograd runs (there the check runs in the calling thread)."""
+    model, inputs = _model_and_inputs()
+
+    class ForwardInBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            with torch.enable_grad():
+                model(**inputs).logits.sum().backward()
+            return grad
+
+    x = torch.ones(3, requires_grad=True)
+    ForwardInBackward.apply(x).sum().backward()
+    assert len(dualkv.transformers._self_checked) == 1
+    assert all(p.grad is not None for p in model.parameters())
