@@ -1,7 +1,7 @@
 #!/bin/bash
 # Prepared in session 15 for the next session (issue 10): the branch exp/fwd-pingpong (binaries
 # exp-bin/pingpong; main's kernels otherwise): the two consumer warpgroups of the Hopper forward
-# take turns to issue their GEMMs (FA3's warp scheduler barriers). ptxas spills 40 bytes at bf16
+# take turns to issue their GEMMs (FA3's warp scheduler barriers). ptxas spills 28 bytes at bf16
 # d128, so this measures whether the schedule is worth fighting the spills for. GPU suite and the
 # sanitizer subset (synccheck above all: the turns are named barriers) on pingpong, then
 # `exp/run_bins.sh "fwd4 pingpong"` (fwd4: main's kernels of 6b7fda3) (Hopper bf16, two alternating rounds).
