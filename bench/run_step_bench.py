@@ -363,7 +363,7 @@ def _parse(argv):
     parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak (default: by its name)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fuse-elementwise", action="store_true",
-                        help="RMSNorm and the gated MLP's activation as compiled kernels, for every method "
+                        help="RMSNorm, the gated MLP's activation and RoPE as compiled kernels, for every method "
                              "(dualkv.training.fused)")
     parser.add_argument("--out", default="build/step-bench", help="folder for the JSON, table and plot")
     args = parser.parse_args(argv)

@@ -100,7 +100,7 @@ def _parse(argv):
                        help="disable activation checkpointing of the decoder layers")
     model.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when usable")
     model.add_argument("--fuse-elementwise", action="store_true",
-                       help="RMSNorm and the gated MLP's activation as compiled kernels (dualkv.training.fused)")
+                       help="RMSNorm, the gated MLP's activation and RoPE as compiled kernels (dualkv.training.fused)")
     update = parser.add_argument_group("update")
     update.add_argument("--loss", choices=("grpo", "dapo"), default="grpo")
     update.add_argument("--kl-coef", type=float, help="override the loss's KL coefficient (GRPO 0.04, DAPO 0)")
