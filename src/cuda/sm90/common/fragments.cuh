@@ -6,6 +6,8 @@
 // columns 8j + 2(t%4) (+1), so the 4 lanes of a quad share a row.
 #pragma once
 
+#include <cutlass/cutlass.h>
+
 #include <cute/tensor.hpp>
 
 #include "cuda/common/fragment_convert.cuh"
@@ -31,6 +33,15 @@ __device__ __forceinline__ constexpr auto accumulator_as_operand_a(Layout accumu
   return cute::make_layout(cute::make_layout(cute::get<0>(groups), cute::get<1>(groups), cute::get<2, 0>(groups)),
                            cute::get<1>(accumulator),
                            cute::coalesce(cute::make_layout(cute::get<2, 1>(groups), cute::get<2>(accumulator))));
+}
+
+// The slice of `mma` that partitions its shared-memory operands (descriptors) for this thread's
+// consumer warpgroup, in kernels whose warpgroup 0 produces. Descriptors depend only on the
+// warpgroup; slicing by its first thread, computed from a warp-uniform index, keeps them in
+// uniform registers: no vector temporaries before each HGMMA.
+template <typename TiledMma>
+__device__ __forceinline__ auto consumer_operand_slice(const TiledMma& mma) {
+  return mma.get_thread_slice(128 * (cutlass::canonical_warp_group_idx() - 1));
 }
 
 // Issues acc (+)= A B over every k step as one wgmma batch and commits it; waits until at most
