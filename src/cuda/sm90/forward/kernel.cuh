@@ -1,10 +1,12 @@
 // sm90a fused forward kernel: TMA loads, warp specialisation, wgmma with register accumulators.
 //
-// Work: a persistent grid; CTA b takes work items b, b + gridDim.x, ... of the KV heads x tiles x
-// group-heads list (WorkItem): KV head outermost, then the host plan's tiles heaviest first, then
-// the G = H / Hk query heads of the KV head. So the CTAs running at any moment read one KV head's
-// K and V (32 MiB for a 64K prompt, inside L2) rather than all Hk of them, and the G heads of a
-// tile read the same K/V rows side by side.
+// Work: a persistent grid; CTA b takes one item per pass over the grid (b, 2 gridDim.x - 1 - b,
+// 2 gridDim.x + b, ...: work_item_of_round) of the KV heads x tiles x group-heads list (WorkItem):
+// KV head outermost, then the host plan's tiles heaviest first, then the G = H / Hk query heads of
+// the KV head. So the CTAs running at any moment read one KV head's K and V (32 MiB for a 64K
+// prompt, inside L2) rather than all Hk of them, and the G heads of a tile read the same K/V rows
+// side by side. (Items from an atomic counter instead balanced no better and ran 1-3% slower:
+// docs/perf.md, session 16.)
 //
 // Warp roles (kThreads = 128 + 128 x consumer warpgroups):
 //   warpgroup 0, producer: one elected thread issues every TMA load (Q tile, then per key block
@@ -63,6 +65,14 @@ struct WorkItem {
   }
 };
 
+// The work item of this CTA's `round`-th pass over the grid. Rounds alternate direction: the
+// items are sorted heaviest first within a KV head, so a fixed stride would give the low CTAs the
+// heavier item of every round and make them finish last.
+__device__ __forceinline__ int work_item_of_round(int round) {
+  const int position = (round & 1) ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
+  return round * static_cast<int>(gridDim.x) + position;
+}
+
 template <typename Config>
 __device__ void produce(const ForwardKernelParams& p, typename Config::SharedStorage& shared,
                         typename Config::Pipeline& k_pipeline, typename Config::Pipeline& v_pipeline) {
@@ -82,8 +92,7 @@ __device__ void produce(const ForwardKernelParams& p, typename Config::SharedSto
     ++state;
   };
 
-  int iteration = 0;
-  for (int item = blockIdx.x; item < items; item += gridDim.x, ++iteration) {
+  for (int iteration = 0, item = work_item_of_round(0); item < items; item = work_item_of_round(++iteration)) {
     const WorkItem work(p, item);
     const QueryTile& tile = work.tile;
     const int head = work.head;
@@ -160,8 +169,7 @@ __device__ void consume(const ForwardKernelParams& p, typename Config::SharedSto
   typename Config::Pipeline::PipelineState k_state, v_state;
   const int items = p.num_tiles * p.heads;
 
-  int iteration = 0;
-  for (int item = blockIdx.x; item < items; item += gridDim.x, ++iteration) {
+  for (int iteration = 0, item = work_item_of_round(0); item < items; item = work_item_of_round(++iteration)) {
     const WorkItem work(p, item);
     const QueryTile& tile = work.tile;
     const int head = work.head;
