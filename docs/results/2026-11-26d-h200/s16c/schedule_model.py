@@ -1,3 +1,6 @@
+# Session 16: a model of the persistent Hopper forward's load balance (each work item costs its key
+# blocks + 1): slowest CTA over the mean for the stride order (rr), the snake order and a greedy
+# dynamic assignment, at the five design shapes. Plain Python, no GPU.
 import heapq
 def items(N,P,R=2048,bm=128,bn=128,G=4,Hk=8):
     tiles=[(t+1) for t in range(P//bm)]
