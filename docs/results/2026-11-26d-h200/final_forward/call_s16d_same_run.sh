@@ -1,0 +1,22 @@
+#!/bin/bash
+# Session 16, final forward call, part 2 (same run; the carry limit split the call in two) (issue 10), one H200: main's kernels (a87e57c: uniform operand
+# descriptors and snake work order in the Hopper forward). GPU suite; compute-sanitizer memcheck,
+# racecheck and synccheck of the Hopper forward sanitizer cases; then the same-run comparison with
+# the cuDNN and FA4 compositions at the five design shapes, bf16 then fp16 (dualkv_bench, then
+# bench/baselines.py, then bench/report_table.py). exp-xz holds only main's two binaries (xz -9e):
+# the FA4 wheels fill the rest of the carry.
+cd "$(dirname "$0")/.."
+bash exp/unpack.sh
+LOG=$OUT/log.txt
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv > $OUT/gpu.txt
+eval "$(bench/install_fa4_wheels.sh)"
+export FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED=1 FLASH_ATTENTION_CUTE_DSL_CACHE_DIR=/tmp/fa4-cache PYTHONUNBUFFERED=1
+for dt in bf16 fp16; do
+  mkdir -p $OUT/same_run_$dt
+  exp-bin/final/dualkv_bench --kernel-family hopper --dtype $dt --json $OUT/same_run_$dt/dualkv_hopper.json > /dev/null 2>&1
+  timeout 200 python3 bench/baselines.py --baselines cudnn_composition,fa4_composition --dtype $dt \
+    --json $OUT/same_run_$dt/baselines.json 2>&1 | grep -v Warning > $OUT/same_run_$dt/baselines.txt
+  python3 bench/report_table.py $OUT/same_run_$dt/dualkv_hopper.json $OUT/same_run_$dt/baselines.json > $OUT/same_run_$dt/table.txt 2>&1
+  echo "== same run $dt at $SECONDS s" >> $LOG
+done
+echo "done at $SECONDS s" >> $LOG
