@@ -1,10 +1,8 @@
 #!/bin/bash
-# Session 16, final forward call, part 1 (tests) (issue 10), one H200: main's kernels (a87e57c: uniform operand
-# descriptors and snake work order in the Hopper forward). GPU suite; compute-sanitizer memcheck,
-# racecheck and synccheck of the Hopper forward sanitizer cases; then the same-run comparison with
-# the cuDNN and FA4 compositions at the five design shapes, bf16 then fp16 (dualkv_bench, then
-# bench/baselines.py, then bench/report_table.py). exp-xz holds only main's two binaries (xz -9e):
-# the FA4 wheels fill the rest of the carry.
+# Session 16, final forward call, part 1 of 2 (issue 10), one H200: main's kernels (a87e57c: uniform
+# operand descriptors and snake work order in the Hopper forward). GPU suite, then compute-sanitizer
+# memcheck, racecheck and synccheck of the Hopper forward sanitizer cases. exp-xz held only main's
+# test binary (xz -9e). The carry limit (64 MiB with the FA4 wheels) split the call in two.
 cd "$(dirname "$0")/.."
 bash exp/unpack.sh
 LOG=$OUT/log.txt
