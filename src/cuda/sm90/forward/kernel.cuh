@@ -158,8 +158,9 @@ __device__ void consume(const ForwardKernelParams& p, typename Config::SharedSto
   typename Config::TiledMmaO mma_o;
   auto slice_s = mma_s.get_thread_slice(thread);
   auto slice_o = mma_o.get_thread_slice(thread);
-  Tensor tSrQ = consumer_operand_slice(mma_s).partition_fragment_A(sQ);
-  Tensor tSrK = consumer_operand_slice(mma_s).partition_fragment_B(sK);
+  auto operands_s = consumer_operand_slice(mma_s);
+  Tensor tSrQ = operands_s.partition_fragment_A(sQ);
+  Tensor tSrK = operands_s.partition_fragment_B(sK);
   Tensor tOrV = consumer_operand_slice(mma_o).partition_fragment_B(sVt);
   Tensor tScS = slice_s.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
   Tensor tOcO = slice_o.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
