@@ -14,7 +14,7 @@ batches (dualkv) against the same step on the N-copy batch with PyTorch's FlashA
 A step, per data-parallel rank: --groups prompt groups of N responses in micro-batches of
 --micro-batch responses (default N); old log-probs (forward only), then per micro-batch log-probs,
 DAPO loss and backward, gradients reduce-scattered per micro-batch and accumulated sharded (held
-unsharded until the last micro-batch, Qwen3-30B-A3B's would not fit). Model in --dtype for parameters
+unsharded until the last micro-batch instead, Qwen3-30B-A3B's gradients would not fit). Model in --dtype for parameters
 and gradients alike (no fp32 master copy, no optimizer step: both are the same for every method
 and would not fit Qwen3-8B on one GPU), activation checkpointing on, FSDP2 over all ranks.
 --sp W: Ulysses sequence parallelism over groups of W adjacent ranks, which hold the same groups

@@ -126,7 +126,6 @@ def test_first_use_check_runs_inside_a_no_grad_forward(fresh_process, mode):
     assert len(dualkv.transformers._self_checked) == 1
 
 
-
 def _selective_checkpointing():
     """torch.utils.checkpoint's selective checkpointing, keeping the outputs of ops the self-check
     runs too: its forward caches them per op, and its recomputation takes them back in order."""
