@@ -8,6 +8,7 @@
 #include "dualkv/layout.h"
 #include "dualkv/params.h"
 #include "dualkv/tensor.h"
+#include "dualkv/token_scores.h"
 
 namespace dualkv {
 

@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include "attention_ops.h"
+#include "token_scores_ops.h"
 
 namespace dualkv::torch_binding {
 namespace {
@@ -26,6 +27,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cpu(
                             /*stream=*/nullptr);
 }
 
+std::tuple<at::Tensor, at::Tensor> token_scores_forward_cpu(const at::Tensor& logits, double inverse_temperature) {
+  return token_scores_forward(logits, inverse_temperature, /*stream=*/nullptr);
+}
+
+at::Tensor token_scores_backward_cpu(const at::Tensor& logits, double inverse_temperature, const at::Tensor& lse,
+                                     const at::Tensor& entropy, const at::Tensor& use_offsets,
+                                     const at::Tensor& targets, const at::Tensor& grad_logprob,
+                                     const at::Tensor& grad_entropy) {
+  return token_scores_backward(logits, inverse_temperature, lse, entropy, use_offsets, targets, grad_logprob,
+                               grad_entropy, /*stream=*/nullptr);
+}
+
 }  // namespace
 
 TORCH_LIBRARY(dualkv, m) {
@@ -39,11 +52,19 @@ TORCH_LIBRARY(dualkv, m) {
       "Tensor cu_seqlens, Tensor cu_groups, float? softmax_scale, bool deterministic, "
       "str kernel_family=\"auto\") -> (Tensor dq, Tensor dk, Tensor dv)",
       {at::Tag::pt2_compliant_tag});
+  m.def("token_scores_forward(Tensor logits, float inverse_temperature) -> (Tensor lse, Tensor entropy)",
+        {at::Tag::pt2_compliant_tag});
+  m.def(
+      "token_scores_backward(Tensor logits, float inverse_temperature, Tensor lse, Tensor entropy, "
+      "Tensor use_offsets, Tensor targets, Tensor grad_logprob, Tensor grad_entropy) -> Tensor grad_logits",
+      {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(dualkv, CPU, m) {
   m.impl("attention_forward", &attention_forward_cpu);
   m.impl("attention_backward", &attention_backward_cpu);
+  m.impl("token_scores_forward", &token_scores_forward_cpu);
+  m.impl("token_scores_backward", &token_scores_backward_cpu);
 }
 
 }  // namespace dualkv::torch_binding

@@ -80,6 +80,32 @@ LseTensor<Pointer> lse_view(const at::Tensor& lse, const char* name, Pointer dat
   return view;
 }
 
+template <typename Pointer>
+VocabRows<Pointer> vocab_rows_view(const at::Tensor& tensor, const char* name, Pointer data) {
+  require_dim(tensor, name, 2, "(rows, vocab)");
+  require_unit_stride_last_dim(tensor, name);
+  VocabRows<Pointer> view;
+  view.data = data;
+  view.dtype = dtype_of(tensor, name);
+  view.device = device_of(tensor, name);
+  view.rows = tensor.size(0);
+  view.vocab = tensor.size(1);
+  view.row_stride = tensor.stride(0);
+  return view;
+}
+
+// Checked before the data pointer is taken: torch's typed accessors throw their own error.
+void require_values(const at::Tensor& tensor, const char* name, at::ScalarType dtype) {
+  require_dim(tensor, name, 1, "(count,)");
+  if (tensor.scalar_type() != dtype) {
+    throw Error(name,
+                std::string("dtype must be ") + c10::toString(dtype) + ", got " + c10::toString(tensor.scalar_type()));
+  }
+  if (tensor.numel() > 1 && tensor.stride(0) != 1) {
+    throw Error(name, "must be contiguous, got stride " + std::to_string(tensor.stride(0)));
+  }
+}
+
 std::vector<int32_t> offsets_from_tensor(const at::Tensor& offsets, const char* name) {
   require_dim(offsets, name, 1, "(count,)");
   if (offsets.scalar_type() != at::kInt) {
@@ -125,6 +151,29 @@ LseInput lse_input_view(const at::Tensor& lse, const char* name) {
 LseOutput lse_output_view(const at::Tensor& lse, const char* name) {
   check_lse(lse, name);
   return lse_view<float*>(lse, name, lse.mutable_data_ptr<float>());
+}
+
+VocabRows<const void*> vocab_rows_input(const at::Tensor& tensor, const char* name) {
+  return vocab_rows_view<const void*>(tensor, name, tensor.const_data_ptr());
+}
+
+VocabRows<void*> vocab_rows_output(const at::Tensor& tensor, const char* name) {
+  return vocab_rows_view<void*>(tensor, name, tensor.mutable_data_ptr());
+}
+
+Values<const float*> float_values_input(const at::Tensor& tensor, const char* name) {
+  require_values(tensor, name, at::kFloat);
+  return {tensor.const_data_ptr<float>(), device_of(tensor, name), tensor.numel()};
+}
+
+Values<float*> float_values_output(const at::Tensor& tensor, const char* name) {
+  require_values(tensor, name, at::kFloat);
+  return {tensor.mutable_data_ptr<float>(), device_of(tensor, name), tensor.numel()};
+}
+
+Values<const int64_t*> index_values_input(const at::Tensor& tensor, const char* name) {
+  require_values(tensor, name, at::kLong);
+  return {tensor.const_data_ptr<int64_t>(), device_of(tensor, name), tensor.numel()};
 }
 
 Layout layout_from_tensors(const at::Tensor& cu_seqlens, const at::Tensor& cu_groups) {

@@ -10,6 +10,7 @@
 
 #include "dualkv/layout.h"
 #include "dualkv/tensor.h"
+#include "dualkv/token_scores.h"
 
 namespace dualkv::torch_binding {
 
@@ -27,6 +28,15 @@ OutputTensor output_view(const at::Tensor& tensor, const char* name);
 // A (heads, tokens) fp32 tensor whose token dimension has unit stride.
 LseInput lse_input_view(const at::Tensor& lse, const char* name);
 LseOutput lse_output_view(const at::Tensor& lse, const char* name);
+
+// A (rows, vocab) matrix whose vocab dimension has unit stride.
+VocabRows<const void*> vocab_rows_input(const at::Tensor& tensor, const char* name);
+VocabRows<void*> vocab_rows_output(const at::Tensor& tensor, const char* name);
+
+// A 1-D contiguous float32 or int64 tensor.
+Values<const float*> float_values_input(const at::Tensor& tensor, const char* name);
+Values<float*> float_values_output(const at::Tensor& tensor, const char* name);
+Values<const int64_t*> index_values_input(const at::Tensor& tensor, const char* name);
 
 // The layout from its two offset arrays, 1-D int32 CPU tensors; validated by Layout::from_offsets.
 Layout layout_from_tensors(const at::Tensor& cu_seqlens, const at::Tensor& cu_groups);

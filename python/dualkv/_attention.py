@@ -2,7 +2,9 @@
 
 The operators torch.ops.dualkv.attention_forward / attention_backward are defined and given their
 CPU and CUDA kernels in C++ (python/csrc); this module completes them for PyTorch 2: the fake
-kernels that let torch.compile trace them without running them, and the autograd formula.
+kernels that let torch.compile trace them without running them, and the autograd formula. It also
+holds the fake kernels of the library's token-score operators (used by dualkv.logprobs), since
+the C++ library names this module as the one that completes it.
 """
 
 from __future__ import annotations
@@ -149,3 +151,16 @@ def _double_backward(ctx, grad_dq, grad_dk, grad_dv):
 
 
 torch.library.register_autograd("dualkv::attention_backward", _double_backward)
+
+
+@torch.library.register_fake("dualkv::token_scores_forward")
+def _token_scores_forward_fake(logits, inverse_temperature):
+    rows = logits.shape[0]
+    return logits.new_empty((rows,), dtype=torch.float32), logits.new_empty((rows,), dtype=torch.float32)
+
+
+@torch.library.register_fake("dualkv::token_scores_backward")
+def _token_scores_backward_fake(
+    logits, inverse_temperature, lse, entropy, use_offsets, targets, grad_logprob, grad_entropy
+):
+    return logits.new_empty(logits.shape)

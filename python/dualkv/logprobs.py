@@ -3,8 +3,11 @@
 Response i's token j is predicted by packed row `score_rows[i, j]`: the group's LAST PROMPT row for
 j = 0 (that row is shared by all N responses of the group) and the response's own row j - 1
 otherwise. Both entry points compute the softmax in fp32, chunk over those rows so that no
-(T, vocab) fp32 tensor ever exists, and recompute each chunk in backward. A shared prompt row
-receives the sum of the gradients of the N first tokens that it scores.
+(T, vocab) fp32 tensor ever exists, and recompute each chunk in backward. The softmax statistics
+and the gradient of a chunk come from the token-score operators (C++/CUDA,
+include/dualkv/token_scores.h): one read of the chunk's logits forward, one read and one write
+backward. A shared prompt row receives the sum of the gradients of the N first tokens that it
+scores.
 
 Results are (num_responses, max_R) float32 in packing order, zeros past each response's end.
 """
@@ -90,7 +93,7 @@ class _Scoring:
     of the response layout. Only the uses scored by the given rows [first_row, first_row +
     num_rows) are kept (all of them for a whole packed batch, this rank's for a sequence shard);
     rows are numbered from first_row. Unique scoring rows (a shared prompt row once) are processed
-    in chunks of `chunk_rows`; `chunks()` yields, per chunk, the rows and the uses that chunk serves.
+    in chunks of `chunk_rows`; `chunks()` lists them, each with the uses it serves (_Chunk).
     """
 
     def __init__(
@@ -123,18 +126,22 @@ class _Scoring:
         self.slots, self.targets, score_rows = slots[given], targets[given], score_rows[given] - first_row
         self.rows, use_row = torch.unique(score_rows, return_inverse=True)
         self.use_order = torch.argsort(use_row, stable=True)
-        self.sorted_use_row = use_row[self.use_order]
+        sorted_use_row = use_row[self.use_order]
+        # Row i's uses are use_order[use_offsets[i]:use_offsets[i + 1]] (CSR by row).
+        self.use_offsets = torch.searchsorted(sorted_use_row, torch.arange(self.rows.numel() + 1, device=device))
         self.inv_temperature = 1.0 / temperature
-        self.chunk_rows = chunk_rows or max(1, _CHUNK_ELEMENTS // vocab)
+        chunk_rows = chunk_rows or max(1, _CHUNK_ELEMENTS // vocab)
+        starts = list(range(0, self.rows.numel(), chunk_rows)) + [self.rows.numel()]
+        # The chunks' use ranges in one host read, so that no chunk waits for the device.
+        use_bounds = self.use_offsets[torch.tensor(starts, device=device)].tolist()
+        self._chunks = [
+            _Chunk(self, starts[i], starts[i + 1], use_bounds[i], use_bounds[i + 1], sorted_use_row)
+            for i in range(len(starts) - 1)
+        ]
 
     def chunks(self):
-        """Yields (rows of the chunk, use indices, their row index local to the chunk)."""
-        for begin in range(0, self.rows.numel(), self.chunk_rows):
-            end = min(begin + self.chunk_rows, self.rows.numel())
-            lo, hi = torch.searchsorted(
-                self.sorted_use_row, torch.tensor([begin, end], device=self.rows.device)
-            ).tolist()
-            yield self.rows[begin:end], self.use_order[lo:hi], self.sorted_use_row[lo:hi] - begin
+        """The chunks of unique scoring rows, in row order."""
+        return self._chunks
 
     def to_response_layout(self, logprob: torch.Tensor, entropy: torch.Tensor):
         def scatter(values):
@@ -144,60 +151,84 @@ class _Scoring:
         return scatter(logprob), scatter(entropy)
 
 
-def _softmax_stats(z: torch.Tensor):
-    """z: (rows, vocab) fp32 scaled logits -> (log-normaliser, probabilities, entropy) per row."""
-    lse = torch.logsumexp(z, dim=-1)
-    probs = torch.exp(z - lse[:, None])
-    # xlogy keeps p log p = 0 where a logit is -inf (masked vocabulary) instead of 0 * -inf = NaN.
-    entropy = -torch.special.xlogy(probs, probs).sum(dim=-1)
-    return lse, probs, entropy
+class _Chunk:
+    """Unique scoring rows [first, last) of a _Scoring and the uses they serve: `uses` (indices
+    into the scoring's uses, sorted by row), `local` (each use's row within the chunk) and
+    `offsets` (CSR by row within the chunk, last - first + 1 int64 values)."""
+
+    def __init__(self, scoring: _Scoring, first: int, last: int, use_begin: int, use_end: int, sorted_use_row):
+        self.first, self.last = first, last
+        self.rows = scoring.rows[first:last]
+        self.uses = scoring.use_order[use_begin:use_end]
+        self.local = sorted_use_row[use_begin:use_end] - first
+        self.offsets = scoring.use_offsets[first : last + 1] - use_begin
+        self.targets = scoring.targets[self.uses].long()
 
 
-def _chunked_forward(scoring: _Scoring, scaled_logits_of, device):
-    """Per-use log-prob and entropy, one chunk of scoring rows at a time."""
-    uses = scoring.targets.numel()
+def _kernel_logits(logits: torch.Tensor) -> torch.Tensor:
+    """The token-score kernels read float32, float16 and bfloat16 logits; others go as float32."""
+    return logits if logits.dtype in (torch.float32, torch.float16, torch.bfloat16) else logits.float()
+
+
+def _chunked_forward(scoring: _Scoring, logits_of, device):
+    """Per-use log-prob and entropy, and per-row log-normaliser and entropy (for the backward),
+    one chunk of scoring rows at a time: one fused read of each chunk's logits
+    (torch.ops.dualkv.token_scores_forward)."""
+    uses, rows = scoring.targets.numel(), scoring.rows.numel()
     logprob = torch.empty(uses, dtype=torch.float32, device=device)
     entropy = torch.empty(uses, dtype=torch.float32, device=device)
-    for rows, use, local in scoring.chunks():
-        z = scaled_logits_of(rows)
-        lse, _, row_entropy = _softmax_stats(z)
-        logprob[use] = z[local, scoring.targets[use]] - lse[local]
-        entropy[use] = row_entropy[local]
-    return logprob, entropy
+    row_lse = torch.empty(rows, dtype=torch.float32, device=device)
+    row_entropy = torch.empty(rows, dtype=torch.float32, device=device)
+    for chunk in scoring.chunks():
+        logits = _kernel_logits(logits_of(chunk.rows))
+        lse, chunk_entropy = torch.ops.dualkv.token_scores_forward(logits, scoring.inv_temperature)
+        row_lse[chunk.first : chunk.last] = lse
+        row_entropy[chunk.first : chunk.last] = chunk_entropy
+        target_logits = logits[chunk.local, chunk.targets].float()
+        logprob[chunk.uses] = target_logits * scoring.inv_temperature - lse[chunk.local]
+        entropy[chunk.uses] = chunk_entropy[chunk.local]
+    return logprob, entropy, row_lse, row_entropy
 
 
-def _chunked_grads(scoring: _Scoring, scaled_logits_of, grad_logprob, grad_entropy):
-    """Yields (rows, dL/d logits of those rows) per chunk, each row's uses summed.
-
-    With z = logits / temperature: d logprob/dz = onehot(target) - p, d entropy/dz = -(p log p + p H).
-    """
-    for rows, use, local in scoring.chunks():
-        z = scaled_logits_of(rows)
-        _, probs, entropy = _softmax_stats(z)
-        grad = torch.zeros_like(z)
-        if grad_logprob is not None:
-            row_total = torch.zeros_like(entropy).index_add_(0, local, grad_logprob[use])
-            grad -= probs * row_total[:, None]
-            grad.index_put_((local, scoring.targets[use]), grad_logprob[use], accumulate=True)
-        if grad_entropy is not None:
-            row_total = torch.zeros_like(entropy).index_add_(0, local, grad_entropy[use])
-            grad -= (torch.special.xlogy(probs, probs) + probs * entropy[:, None]) * row_total[:, None]
-        yield rows, grad * scoring.inv_temperature
+def _chunked_grads(scoring: _Scoring, logits_of, row_lse, row_entropy, grad_logprob, grad_entropy):
+    """Yields (rows, dL/d logits of those rows) per chunk, each row's uses summed, from one read
+    of the chunk's logits (torch.ops.dualkv.token_scores_backward, given the forward's per-row
+    statistics). dtype: the logits' (float32 for logits of another dtype)."""
+    zeros = torch.zeros(scoring.targets.numel(), dtype=torch.float32, device=row_lse.device)
+    grad_logprob = zeros if grad_logprob is None else grad_logprob.float()
+    grad_entropy = zeros if grad_entropy is None else grad_entropy.float()
+    for chunk in scoring.chunks():
+        logits = _kernel_logits(logits_of(chunk.rows))
+        grad = torch.ops.dualkv.token_scores_backward(
+            logits,
+            scoring.inv_temperature,
+            row_lse[chunk.first : chunk.last],
+            row_entropy[chunk.first : chunk.last],
+            chunk.offsets,
+            chunk.targets,
+            grad_logprob[chunk.uses],
+            grad_entropy[chunk.uses],
+        )
+        yield chunk.rows, grad
 
 
 class _LogProbsFromLogits(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits2d: torch.Tensor, scoring: _Scoring):
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(logits2d)
+        logprob, entropy, row_lse, row_entropy = _chunked_forward(scoring, _logits_rows(logits2d), logits2d.device)
+        ctx.save_for_backward(logits2d, row_lse, row_entropy)
         ctx.scoring = scoring
-        return _chunked_forward(scoring, _logits_rows(logits2d, scoring), logits2d.device)
+        return logprob, entropy
 
     @staticmethod
     def backward(ctx, grad_logprob, grad_entropy):
-        (logits2d,) = ctx.saved_tensors
+        logits2d, row_lse, row_entropy = ctx.saved_tensors
         grad_logits = torch.zeros_like(logits2d)
-        for rows, grad in _chunked_grads(ctx.scoring, _logits_rows(logits2d, ctx.scoring), grad_logprob, grad_entropy):
+        chunk_grads = _chunked_grads(
+            ctx.scoring, _logits_rows(logits2d), row_lse, row_entropy, grad_logprob, grad_entropy
+        )
+        for rows, grad in chunk_grads:
             grad_logits[rows] = grad.to(grad_logits.dtype)
         return grad_logits, None
 
@@ -206,19 +237,21 @@ class _LogProbsFromHidden(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden2d: torch.Tensor, weight: torch.Tensor, scoring: _Scoring):
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(hidden2d, weight)
+        logits_of = _projected_rows(hidden2d, weight)
+        logprob, entropy, row_lse, row_entropy = _chunked_forward(scoring, logits_of, hidden2d.device)
+        ctx.save_for_backward(hidden2d, weight, row_lse, row_entropy)
         ctx.scoring = scoring
-        return _chunked_forward(scoring, _projected_rows(hidden2d, weight, scoring), hidden2d.device)
+        return logprob, entropy
 
     @staticmethod
     def backward(ctx, grad_logprob, grad_entropy):
-        hidden2d, weight = ctx.saved_tensors
+        hidden2d, weight, row_lse, row_entropy = ctx.saved_tensors
         need_hidden, need_weight, _ = ctx.needs_input_grad
         grad_hidden = torch.zeros_like(hidden2d) if need_hidden else None
         # Every chunk adds into the whole weight gradient: accumulate in fp32, round once.
         grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_weight else None
         chunk_grads = _chunked_grads(
-            ctx.scoring, _projected_rows(hidden2d, weight, ctx.scoring), grad_logprob, grad_entropy
+            ctx.scoring, _projected_rows(hidden2d, weight), row_lse, row_entropy, grad_logprob, grad_entropy
         )
         for rows, grad in chunk_grads:
             grad = grad.to(weight.dtype)
@@ -239,13 +272,13 @@ def _accumulate_product(total: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -
         total += (a @ b).float()
 
 
-def _logits_rows(logits2d: torch.Tensor, scoring: _Scoring):
-    return lambda rows: logits2d[rows].float() * scoring.inv_temperature
+def _logits_rows(logits2d: torch.Tensor):
+    return lambda rows: logits2d[rows]
 
 
-def _projected_rows(hidden2d: torch.Tensor, weight: torch.Tensor, scoring: _Scoring):
+def _projected_rows(hidden2d: torch.Tensor, weight: torch.Tensor):
     # The projection runs in the model's dtype, as the LM head itself does; the softmax in fp32.
-    return lambda rows: (hidden2d[rows].to(weight.dtype) @ weight.T).float() * scoring.inv_temperature
+    return lambda rows: hidden2d[rows].to(weight.dtype) @ weight.T
 
 
 def _rows_2d(tensor: torch.Tensor, rows: int, name: str, what: str) -> torch.Tensor:

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dualkv/errors.h"
+#include "host/device_checks.h"
 
 namespace dualkv::detail {
 namespace {
@@ -20,10 +21,6 @@ constexpr int64_t kMaxHeadDim = 256;
 
 std::string field(const std::string& tensor, const char* member) { return tensor + "." + member; }
 std::string num(int64_t value) { return std::to_string(value); }
-
-std::string device_name(Device device) {
-  return device.kind == DeviceKind::kCpu ? std::string("cpu") : "cuda:" + num(device.index);
-}
 
 void check_scale(float softmax_scale) {
   if (!std::isfinite(softmax_scale) || softmax_scale <= 0.0f) {
@@ -35,17 +32,6 @@ void check_options(const ExecutionOptions& options, Device device) {
   if (options.cpu_threads < 0) throw Error("options.cpu_threads", "must be >= 0 (0 = all cores)");
   if (device.kind == DeviceKind::kCuda && options.accumulation == Accumulation::kFloat64) {
     throw Error("options.accumulation", "fp64 accumulation is CPU-only");
-  }
-}
-
-void check_device(const std::string& name, Device device) {
-  if (device.kind == DeviceKind::kCuda) {
-#ifndef DUALKV_WITH_CUDA
-    throw Error(field(name, "device"), "CUDA tensors need a dualkv build with DUALKV_ENABLE_CUDA=ON");
-#endif
-    if (device.index < 0) throw Error(field(name, "device"), "CUDA device index must be >= 0");
-  } else if (device.index != 0) {
-    throw Error(field(name, "device"), "CPU device index must be 0");
   }
 }
 

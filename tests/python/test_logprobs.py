@@ -142,8 +142,11 @@ def test_hidden_state_variant_equals_logits_variant(temperature, chunk_rows):
         grads.append((h.grad, w.grad))
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    # The two variants' fp32 logits differ by GEMM rounding (one product against chunked ones), so
+    # the gradients agree to fp32 precision relative to their size (both are ~1e-6 of it from a
+    # float64 reference).
     for a, b in zip(*grads):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * float(b.abs().max()))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
