@@ -271,35 +271,36 @@ void launch_backward(const TokenScoresBackwardParams& p, cudaStream_t stream) {
   check_launch("token_scores_backward_kernel");
 }
 
-// Calls launch<Element>(params, stream) for the logits' dtype on their device.
-template <template <typename> class Launch, typename Params>
-void dispatch(const Params& p) {
+template <typename Element>
+struct ElementTag {
+  using type = Element;
+};
+
+// Calls launch(ElementTag<Element>{}, stream) for the logits' dtype, on their device.
+template <typename Params, typename Launch>
+void launch_for_dtype(const Params& p, Launch launch) {
   const DeviceGuard guard(p.logits.device.index);
   const auto stream = static_cast<cudaStream_t>(p.options.stream);
   switch (p.logits.dtype) {
     case DType::kFloat32:
-      return Launch<float>::run(p, stream);
+      return launch(ElementTag<float>{}, stream);
     case DType::kFloat16:
-      return Launch<__half>::run(p, stream);
+      return launch(ElementTag<__half>{}, stream);
     case DType::kBFloat16:
-      return Launch<__nv_bfloat16>::run(p, stream);
+      return launch(ElementTag<__nv_bfloat16>{}, stream);
   }
 }
 
-template <typename Element>
-struct Forward {
-  static void run(const TokenScoresForwardParams& p, cudaStream_t stream) { launch_forward<Element>(p, stream); }
-};
-
-template <typename Element>
-struct Backward {
-  static void run(const TokenScoresBackwardParams& p, cudaStream_t stream) { launch_backward<Element>(p, stream); }
-};
-
 }  // namespace
 
-void cuda_token_scores_forward(const TokenScoresForwardParams& params) { dispatch<Forward>(params); }
+void cuda_token_scores_forward(const TokenScoresForwardParams& params) {
+  launch_for_dtype(
+      params, [&](auto tag, cudaStream_t stream) { launch_forward<typename decltype(tag)::type>(params, stream); });
+}
 
-void cuda_token_scores_backward(const TokenScoresBackwardParams& params) { dispatch<Backward>(params); }
+void cuda_token_scores_backward(const TokenScoresBackwardParams& params) {
+  launch_for_dtype(
+      params, [&](auto tag, cudaStream_t stream) { launch_backward<typename decltype(tag)::type>(params, stream); });
+}
 
 }  // namespace dualkv::detail
