@@ -42,6 +42,8 @@ struct BackwardConfig {
 
   static constexpr int kProducerRegisters = 24;
   static constexpr int kConsumerRegisters = 240;
+  // A consumer warpgroup's 64 x 64 fp32 dQ block, staged in shared memory for the dQ warp.
+  static constexpr int kStagedDqFloats = 64 * 64;
 
   // dQ blocks of 64 x 64 per warpgroup: along rows when a step has 2 x 64 queries, else columns.
   static constexpr int kDqWarpgroupsAlongM = kBlockM / 64;
@@ -104,6 +106,7 @@ struct BackwardConfig {
     alignas(1024) Element q[cute::cosize_v<SmemLayoutQuery>];
     alignas(1024) Element dout[cute::cosize_v<SmemLayoutQuery>];
     alignas(1024) Element ds[cute::cosize_v<SmemLayoutDs>];
+    alignas(128) float dq_staged[kConsumerWarpgroups][kStagedDqFloats];  // atomic mode: dQ blocks in register order
     alignas(16) float lse_log2[kStages][kStatsFloats];  // from the 16-byte aligned row start at or before the tile
     alignas(16) float delta[kStages][kStatsFloats];
     typename Pipeline::SharedStorage q_pipeline;   // Q tile + its LSE

@@ -6,9 +6,9 @@
 // starting at a multiple of block_m from its segment's start (the query steps of QueryWalk).
 // Inside a slot, the block_m x d tile is two 64 x 64 warpgroup blocks (BackwardConfig's
 // dq_block_first_row / _column say where each sits in the tile), and a block keeps the wgmma
-// accumulator's register order: value v of thread t at float (v / 4) * 512 + 4 t + v % 4. A warp
-// then adds 16 rows x 8 columns as one 512-byte contiguous `red.global.add.v4.f32` per
-// instruction, with no shared-memory staging (docs/perf.md, "Hopper backward, session 9").
+// accumulator's register order: value v of thread t at float (v / 4) * 512 + 4 t + v % 4. So a
+// block staged in shared memory in the same order (a warp's 16-byte stores each one contiguous
+// 512 bytes, no bank conflict) is added by one contiguous bulk reduction of 16 KiB.
 //
 // Slot of a tile: its segment plus its first token / block_m. Distinct tiles get distinct slots
 // (a later segment's tiles start at or past an earlier one's, and a segment adds 1), so a head

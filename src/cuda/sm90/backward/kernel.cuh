@@ -7,18 +7,24 @@
 // no per-head copies.
 //
 // Warp roles (kThreads = 128 + 256):
-//   warpgroup 0, producer (setmaxnreg lowers its registers): thread 0 issues every TMA load -- K
-//     and V once, then per step the Q tile with its LSE and the dO tile with its D.
+//   warpgroup 0 (setmaxnreg lowers its registers):
+//     thread 0, producer: issues every TMA load -- K and V once, then per step the Q tile with its
+//       LSE and the dO tile with its D;
+//     warp 1, the dQ warp (atomic mode): per step, one bulk reduction (cp.reduce.async.bulk
+//       .add.f32, issued by lane 0) of each consumer warpgroup's staged dQ block into the step's
+//       slot of the fp32 accumulator.
 //   warpgroups 1 and 2, consumers: warpgroup w owns keys [64 (w - 1), 64 w) of the tile. Per step
 //     (FA3's order): S^T = K Q^T and dP^T = V dO^T issued together (wgmma, shared operands); P^T
 //     from S^T while dP^T still runs; dS^T once it lands (a masking pass only on boundary steps);
 //     dV += P^T dO (wgmma, P^T straight from registers). Atomic mode: dS^T to shared memory before
 //     dV is issued, one barrier of both consumer warpgroups, dQ = dS K once dV is done (wgmma over
 //     all 128 keys, a 64 x 64 block per warpgroup), dK += dS^T Q once dQ is done, and the dQ block
-//     added to the fp32 accumulator from registers while dK runs: 8 `red.global.add.v4.f32` per
-//     thread, each warp instruction one contiguous 512 bytes (dq_accumulator.h: the accumulator
-//     keeps the register order); dK is not awaited, the next step's S^T and dP^T queue behind it.
-//     Deterministic mode: dV and dK only.
+//     handed to the dQ warp while dK runs: 8 16-byte stores per thread into the warpgroup's
+//     staging buffer in the accumulator's order (dq_accumulator.h), so the block is one
+//     contiguous 16 KiB. The reduction then leaves the SM in the background, instead of as 8
+//     `red.global` per consumer thread that the next step's first instructions wait behind
+//     (docs/perf_backward_notes.md, sessions 12-19). dK is not awaited: the next step's S^T and
+//     dP^T queue behind it. Deterministic mode: dV and dK only.
 //
 // Pipeline: K and V on one transaction barrier; Q+LSE and dO+D (TMA tile + bulk copy of the
 // workspace's stats rows) each through kStages buffers of CUTLASS's PipelineTmaAsync (full: TMA
@@ -26,6 +32,9 @@
 // computes. The dS buffers alternate between steps: a warpgroup writes buffer b at step i + 2 only
 // after passing step i + 1's dS barrier, which the other warpgroup reaches only after its step-i
 // dQ GEMM (the last reader of b) has completed.
+// Each staging buffer passes between its warpgroup and the dQ warp through two named barriers:
+// full (the block is stored and fenced for the async proxy) and empty (the bulk reduction that
+// read it has finished reading).
 //
 // Rows of other segments: TMA loads whole boxes, so a boundary tile holds rows of the next
 // segment (possibly NaN). Their probabilities and score gradients are set (not multiplied) to 0,
@@ -35,7 +44,8 @@
 // nothing reads.
 //
 // Shared memory (config.cuh): K, V (block_n x d) | Q, dO kStages x (block_m x d) | dS kStages x
-// (block_m x block_n) | LSE x log2(e), D kStages x (block_m + 4) fp32 | barriers.
+// (block_m x block_n) | dQ staging 2 x (64 x 64) fp32 | LSE x log2(e), D kStages x (block_m + 4)
+// fp32 | barriers.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -60,7 +70,12 @@ namespace dualkv::detail::sm90 {
 enum BackwardBarrier : uint32_t {
   kZeroedRowsBarrier = 0,  // both consumer warpgroups: rows zeroed, visible to the async proxy
   kDsWrittenBarrier = 1,   // both consumer warpgroups: the step's dS is in shared memory
+  kDqEmptyBarrier = 2,     // + warpgroup, with the dQ warp: the staged block's last reduction has read it
+  kDqFullBarrier = 4,      // + warpgroup, with the dQ warp: the staged block is in shared memory
 };
+
+// A consumer warpgroup and the dQ warp meet at the staged block's barriers.
+constexpr uint32_t kDqHandoffThreads = 128 + 32;
 
 // The key tile and KV head of this CTA.
 struct KeyTileWork {
@@ -138,20 +153,60 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
   }
 }
 
-// Adds a warpgroup's 64 x 64 dQ block (a wgmma accumulator, unscaled: the convert pass applies
-// the softmax scale) to its place in the accumulator, value v of thread t at
-// dq_fragment_offset(t, v): 4 consecutive values per reduction, so a warp's 32 reductions cover
-// one contiguous 512-byte run.
+// Stores a warpgroup's 64 x 64 dQ block (a wgmma accumulator, unscaled: the convert pass applies
+// the softmax scale) to its staging buffer in the accumulator's order, value v of thread t at
+// dq_fragment_offset(t, v): one 16-byte store per 4 consecutive values, a warp's 32 stores one
+// contiguous 512-byte run (no bank conflict), so one bulk reduction moves the block.
 template <typename Accumulator>
-__device__ __forceinline__ void add_dq_block(float* block, const Accumulator& acc, int warpgroup_thread) {
+__device__ __forceinline__ void stage_dq_block(float* staged, const Accumulator& acc, int warpgroup_thread) {
   static_assert(decltype(cute::size(acc))::value == 32, "one 64 x 64 block per warpgroup");
-  float* thread_values = block + dq_fragment_offset(warpgroup_thread, 0);
+  static_assert(dq_fragment_offset(0, 4) == 512 && dq_fragment_offset(0, 3) == 3);
+  float* thread_values = staged + dq_fragment_offset(warpgroup_thread, 0);
   CUTE_UNROLL
   for (int i = 0; i < 8; ++i) {
-    static_assert(dq_fragment_offset(0, 4) == 512 && dq_fragment_offset(0, 3) == 3);
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(thread_values + 512 * i), "f"(acc(4 * i)),
-                 "f"(acc(4 * i + 1)), "f"(acc(4 * i + 2)), "f"(acc(4 * i + 3))
-                 : "memory");
+    *reinterpret_cast<float4*>(thread_values + 512 * i) =
+        make_float4(acc(4 * i), acc(4 * i + 1), acc(4 * i + 2), acc(4 * i + 3));
+  }
+}
+
+// The dQ warp (atomic mode): per step, each consumer warpgroup's staged block goes to its place in
+// the step's accumulator slot as one bulk reduction (cp.reduce.async.bulk .add.f32) issued by lane 0. Each staged block
+// is handed back as soon as its own reduction has read it (bulk groups complete in order). Every block starts free; the
+// last step's are not handed back (no consumer waits for them), so each barrier sees as many arrivals as waits.
+template <typename Config>
+__device__ void reduce_staged_dq(const BackwardTmaParams& params, typename Config::SharedStorage& shared) {
+  static_assert(Config::kConsumerWarpgroups == 2, "the hand-back counts pending groups of two blocks");
+  const BackwardKernelParams& p = params.base;
+  const KeyTileWork work(p, Config::kBlockN);
+  const bool leader = threadIdx.x % 32 == 0;
+  CUTE_UNROLL
+  for (int warpgroup = 0; warpgroup < Config::kConsumerWarpgroups; ++warpgroup) {
+    cutlass::arch::NamedBarrier::arrive(kDqHandoffThreads, kDqEmptyBarrier + warpgroup);
+  }
+  const QueryWalk walk =
+      QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, Config::kBlockM);
+  for (QueryStep step = walk.first; !walk.done(step);) {
+    const int64_t slot = dq_accumulator_slot(step.segment, step.begin, Config::kBlockM);
+    CUTE_UNROLL
+    for (int warpgroup = 0; warpgroup < Config::kConsumerWarpgroups; ++warpgroup) {
+      cutlass::arch::NamedBarrier::sync(kDqHandoffThreads, kDqFullBarrier + warpgroup);
+      if (leader) {
+        float* block = p.dq_accum + dq_block_offset(step.head, params.dq_accum_head_stride, slot, Config::kBlockM,
+                                                    Config::kHeadDim, warpgroup);
+        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(block),
+                     "r"(cute::cast_smem_ptr_to_uint(shared.dq_staged[warpgroup])), "r"(Config::kStagedDqFloats * 4)
+                     : "memory");
+        cute::tma_store_arrive();
+      }
+    }
+    walk.advance(step);
+    const bool more = !walk.done(step);
+    if (leader) cute::tma_store_wait<1>();
+    __syncwarp();
+    if (more) cutlass::arch::NamedBarrier::arrive(kDqHandoffThreads, kDqEmptyBarrier + 0);
+    if (leader) cute::tma_store_wait<0>();
+    __syncwarp();
+    if (more) cutlass::arch::NamedBarrier::arrive(kDqHandoffThreads, kDqEmptyBarrier + 1);
   }
 }
 
@@ -290,11 +345,12 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
       do_pipeline.consumer_release(do_state);
       warpgroup_gemm<false, 1>(mma_kv, tKVrdS, tKVrQt(_, _, _, q_stage), acc_dk);
 
-      // dQ block into the step's accumulator slot while dK runs.
-      const int64_t slot = dq_accumulator_slot(step.segment, step.begin, kBlockM);
-      add_dq_block(
-          p.dq_accum + dq_block_offset(step.head, params.dq_accum_head_stride, slot, kBlockM, kHeadDim, warpgroup),
-          acc_dq, warpgroup_thread);
+      // dQ block to the dQ warp while dK runs, once the warp's reduction of the previous one has
+      // read the staging buffer.
+      cutlass::arch::NamedBarrier::sync(kDqHandoffThreads, kDqEmptyBarrier + warpgroup);
+      stage_dq_block(shared.dq_staged[warpgroup], acc_dq, warpgroup_thread);
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::NamedBarrier::arrive(kDqHandoffThreads, kDqFullBarrier + warpgroup);
       ds_stage ^= 1;
       q_release_state = q_state;
       q_release_pending = true;
@@ -343,6 +399,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   run_warp_specialized<Config>(
       [&] {
         if (threadIdx.x == 0) produce_backward<Config>(params, shared, q_pipeline, do_pipeline);
+        if (kAccumulateDq && threadIdx.x / 32 == 1) reduce_staged_dq<Config>(params, shared);
       },
       [&] { consume_backward<Config, kAccumulateDq>(params, shared, q_pipeline, do_pipeline); });
 }

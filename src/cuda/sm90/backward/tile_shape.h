@@ -5,7 +5,8 @@
 // 64 keys: one wgmma M) of one KV head and walks the query tiles that see it in steps of block_m
 // queries, through `stages` Q and dO shared-memory buffers. Shared memory: K and V (block_n x d),
 // stages x Q and dO (block_m x d), stages x dS (block_m x block_n), all 16-bit; stages x LSE and
-// D (block_m + 4 fp32); the barriers. (dQ goes from registers to global memory.)
+// D (block_m + 4 fp32); per consumer warpgroup one 64 x 64 fp32 dQ block, staged for the dQ
+// warp's bulk reduction; the barriers.
 #pragma once
 
 #include <cstddef>
@@ -39,7 +40,7 @@ constexpr const BackwardTileShape* find_backward_tile_shape(int64_t head_dim) {
 constexpr size_t backward_tile_bytes(const BackwardTileShape& shape) {
   const auto n = static_cast<size_t>(shape.block_n), m = static_cast<size_t>(shape.block_m),
              d = static_cast<size_t>(shape.head_dim), stages = static_cast<size_t>(shape.stages);
-  return 2 * n * d * 2 + stages * (2 * m * d * 2 + m * n * 2 + 2 * (m + 4) * 4);
+  return 2 * n * d * 2 + stages * (2 * m * d * 2 + m * n * 2 + 2 * (m + 4) * 4) + n / 64 * 64 * 64 * 4;
 }
 
 }  // namespace dualkv::detail::sm90
