@@ -32,7 +32,10 @@ largest micro-batch in responses that fits (doubling from 1 up to --max-fit, one
 out-of-memory on one rank would leave the others waiting in a collective). Each size is probed
 with the step itself, on synthetic groups of the same P and N, moved to the device as the timed
 step moves them: two micro-batches of that size (the first one's gradients alive during the
-second), or one where the step's own batch is a single micro-batch at that size. The timed step
+second), or one where the step's own batch is a single micro-batch at that size. The search's
+several stream lengths would leave FlexAttention compiled for a symbolic length (torch.compile's
+automatic dynamic shapes), so the compile caches are cleared after it: the timed steps run kernels
+compiled for their own stream lengths, as in a run without the search. The timed step
 runs at the smaller of --micro-batch and that fit; in one process, a step that still runs out of
 memory is retried at half the size, down to 1 response, the sizes that failed listed under
 "oom_micro_batches" (with more processes it stops the run). Each method's old log-probs on the
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> dict:
     report = {
         "device": device_name, "world_size": world, "torch": torch.__version__, "model": args.model,
         "num_hidden_layers": config.num_hidden_layers, "dtype": args.dtype, "groups_per_rank": args.groups,
-        "sp": args.sp, "fused_elementwise": args.fuse_elementwise,
+        "sp": args.sp, "fused_elementwise": args.fuse_elementwise, "flex_shapes": args.flex_shapes,
         "response_length": args.response_length, "peak_flops_per_gpu": peak,
         "skipped_methods": _skipped(args.methods, device), "entries": entries,
     }
@@ -159,11 +162,17 @@ def _run_method(method, policy, groups, micro_batch, args, device, world, sequen
         import step_attention  # registers the baselines; needs a GPU to run
 
         attention = {"flash_ncopy": step_attention.FLASH_NCOPY, "flex_packed": step_attention.FLEX_PACKED}[method]
+        step_attention.set_flex_shapes(args.flex_shapes)
     policy.lm.set_attn_implementation(attention)
     split = work.ncopy_micro_batches if method == "flash_ncopy" else work.packed_micro_batches
     result = {}
     if world == 1:
         result["largest_micro_batch"] = _largest_fit(policy, split, groups, args, device)
+        # The search ran several stream lengths, after which torch.compile's automatic dynamic
+        # shapes recompile FlexAttention with a symbolic length (0.6 s slower per 36-layer step at
+        # P = 8K, N = 32: docs/perf.md, session 19). Clearing the compile caches lets the warm-up
+        # compile for the timed step's own lengths, as in a run without the search.
+        torch._dynamo.reset()
     size = micro_batch
     if world == 1 and result["largest_micro_batch"] < micro_batch:
         size = result["largest_micro_batch"]
@@ -365,6 +374,10 @@ def _parse(argv):
     parser.add_argument("--fuse-elementwise", action="store_true",
                         help="RMSNorm, the gated MLP's activation and RoPE as compiled kernels, for every method "
                              "(dualkv.training.fused)")
+    parser.add_argument("--flex-shapes", choices=("auto", "dynamic"), default="auto",
+                        help="FlexAttention compiled for the timed step's stream lengths (auto: torch.compile's "
+                             "default, a symbolic length only once a step runs two lengths) or for a symbolic "
+                             "length (dynamic: what a trainer whose stream length changes every step runs)")
     parser.add_argument("--out", default="build/step-bench", help="folder for the JSON, table and plot")
     args = parser.parse_args(argv)
     for name in ("groups", "repeats", "max_fit", "layers", "micro_batch", "sp"):

@@ -7,7 +7,8 @@ model, the log-prob code and the loss and differ only in attention and in the st
                FlashAttention varlen kernel (torch.nn.attention.varlen.varlen_attn, causal per
                row, grouped-query attention native): how veRL runs padding-free batches.
   flex_packed  the packed stream with FlexAttention (torch.compile(flex_attention), enable_gqa)
-               and a block mask built from the layout's visibility rule.
+               and a block mask built from the layout's visibility rule; compiled for the stream
+               length it runs, or for a symbolic length (set_flex_shapes).
 
 Under sequence parallelism (`dualkv_layout` a dualkv.distributed.SequenceParallelLayout, the
 inputs this rank's rows of the stream) each runs its kernel inside dualkv.distributed's Ulysses
@@ -39,6 +40,20 @@ FLEX_PACKED = "step_bench_flex_packed"
 _flash_rows: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _flex_masks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _compiled_flex_attention = None
+# torch.compile's `dynamic` for FlexAttention (set_flex_shapes): None compiles for the first stream
+# length and recompiles with a symbolic length at a second one; True is symbolic from the start.
+_flex_dynamic: bool | None = None
+
+
+def set_flex_shapes(shapes: str) -> None:
+    """How FlexAttention is compiled, before its first call: "auto" (torch.compile's default: for the
+    stream length it first sees, a symbolic length once it sees a second) or "dynamic" (a symbolic
+    length from the start, what a trainer whose stream length changes every step runs)."""
+    global _flex_dynamic, _compiled_flex_attention
+    if shapes not in ("auto", "dynamic"):
+        raise ValueError(f"shapes: 'auto' or 'dynamic', got {shapes!r}")
+    _flex_dynamic = True if shapes == "dynamic" else None
+    _compiled_flex_attention = None
 
 
 def flash_ncopy_attention(
@@ -107,8 +122,7 @@ def _flex_packed(q, k, v, layout, scale):
     if _compiled_flex_attention is None:
         from torch.nn.attention.flex_attention import flex_attention
 
-        # Automatic dynamic shapes: a second stream length recompiles once with a symbolic length.
-        _compiled_flex_attention = torch.compile(flex_attention)
+        _compiled_flex_attention = torch.compile(flex_attention, dynamic=_flex_dynamic)
     if layout not in _flex_masks:
         _flex_masks[layout] = build_flex_block_mask(layout.to(q.device))
     heads_major = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # (1, heads, T, d) views

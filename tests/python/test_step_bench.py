@@ -173,6 +173,33 @@ def test_sequence_parallelism_is_accepted_for_every_method(capsys):
     assert "--sp: must be >= 1, got 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("shapes", "dynamic"), [("auto", None), ("dynamic", True)])
+def test_flex_is_compiled_with_the_requested_shapes(shapes, dynamic, monkeypatch):
+    compiled = []
+    monkeypatch.setattr(torch, "compile", lambda function, **kwargs: compiled.append(kwargs) or function)
+    # Both module globals are restored after the test; the compiled function stands for a previous run's.
+    monkeypatch.setattr(step_attention, "_flex_dynamic", None)
+    monkeypatch.setattr(step_attention, "_compiled_flex_attention", object())
+    step_attention.set_flex_shapes(shapes)
+    assert step_attention._compiled_flex_attention is None  # the next call compiles afresh
+    lm = build_model("tiny-qwen3")
+    groups = rollouts()
+    batch = dualkv.pack([g.prompt for g in groups], [g.responses for g in groups])
+    monkeypatch.setattr("torch.nn.attention.flex_attention.flex_attention", _dense_flex_attention)
+    _model_outputs(lm, batch, step_attention.FLEX_PACKED)
+    assert compiled == [{"dynamic": dynamic}]
+
+
+def test_flex_shapes_option_and_its_errors(capsys):
+    assert bench._parse([]).flex_shapes == "auto"
+    assert bench._parse(["--flex-shapes", "dynamic"]).flex_shapes == "dynamic"
+    with pytest.raises(SystemExit):
+        bench._parse(["--flex-shapes", "static"])
+    assert "--flex-shapes: invalid choice" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="shapes: 'auto' or 'dynamic', got 'static'"):
+        step_attention.set_flex_shapes("static")
+
+
 def _tiny_policy():
     return PackedPolicy(build_model("tiny-qwen3")).train()
 
