@@ -284,6 +284,19 @@ def test_timed_step_out_of_memory_at_one_response_or_on_several_ranks(monkeypatc
         _run_with_memory_limit(monkeypatch, limit=2, world=2)
 
 
+@pytest.mark.parametrize(("world", "resets"), [(1, ["search", "reset"]), (2, [])])
+def test_compile_caches_are_cleared_after_the_fit_search_only(world, resets, monkeypatch):
+    # The search's several stream lengths must not decide which FlexAttention the timed step runs.
+    events = []
+    monkeypatch.setattr(bench, "_largest_fit", lambda *args: events.append("search") or 8)
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: events.append("reset"))
+    monkeypatch.setattr(bench, "_timed_steps", lambda *args: (events.append("timed"), ([1.0], {}))[1])
+    monkeypatch.setattr(bench, "_max_over_ranks", lambda value, device: value)
+    groups = synthetic_rollouts(1, 8, 5, (3, 9), 128, seed=3)
+    bench._run_method("dualkv", _tiny_policy(), groups, 8, _args(), torch.device("cpu"), world)
+    assert events == resets + ["timed"]
+
+
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 16])
 def test_micro_batches_hold_every_response_once_within_the_size(size):
     groups = rollouts()
