@@ -39,6 +39,13 @@ void require_dim(const at::Tensor& tensor, const char* name, int64_t dim, const 
   }
 }
 
+// dtype_name is how a user writes it ("float32"); torch's own names ("Float") are for the one found.
+void require_dtype(const at::Tensor& tensor, const char* name, at::ScalarType dtype, const char* dtype_name) {
+  if (tensor.scalar_type() != dtype) {
+    throw Error(name, std::string("dtype must be ") + dtype_name + ", got " + c10::toString(tensor.scalar_type()));
+  }
+}
+
 void require_unit_stride_last_dim(const at::Tensor& tensor, const char* name) {
   if (tensor.size(-1) > 1 && tensor.stride(-1) != 1) {
     throw Error(name, "last dimension must have stride 1, got " + std::to_string(tensor.stride(-1)));
@@ -64,9 +71,7 @@ TokenHeadTensor<Pointer> token_head_view(const at::Tensor& tensor, const char* n
 void check_lse(const at::Tensor& lse, const char* name) {
   require_dim(lse, name, 2, "(heads, tokens)");
   require_unit_stride_last_dim(lse, name);
-  if (lse.scalar_type() != at::kFloat) {
-    throw Error(name, std::string("dtype must be float32, got ") + c10::toString(lse.scalar_type()));
-  }
+  require_dtype(lse, name, at::kFloat, "float32");
 }
 
 template <typename Pointer>
@@ -95,12 +100,9 @@ VocabRows<Pointer> vocab_rows_view(const at::Tensor& tensor, const char* name, P
 }
 
 // Checked before the data pointer is taken: torch's typed accessors throw their own error.
-void require_values(const at::Tensor& tensor, const char* name, at::ScalarType dtype) {
+void require_values(const at::Tensor& tensor, const char* name, at::ScalarType dtype, const char* dtype_name) {
   require_dim(tensor, name, 1, "(count,)");
-  if (tensor.scalar_type() != dtype) {
-    throw Error(name,
-                std::string("dtype must be ") + c10::toString(dtype) + ", got " + c10::toString(tensor.scalar_type()));
-  }
+  require_dtype(tensor, name, dtype, dtype_name);
   if (tensor.numel() > 1 && tensor.stride(0) != 1) {
     throw Error(name, "must be contiguous, got stride " + std::to_string(tensor.stride(0)));
   }
@@ -108,9 +110,7 @@ void require_values(const at::Tensor& tensor, const char* name, at::ScalarType d
 
 std::vector<int32_t> offsets_from_tensor(const at::Tensor& offsets, const char* name) {
   require_dim(offsets, name, 1, "(count,)");
-  if (offsets.scalar_type() != at::kInt) {
-    throw Error(name, std::string("dtype must be int32, got ") + c10::toString(offsets.scalar_type()));
-  }
+  require_dtype(offsets, name, at::kInt, "int32");
   if (!offsets.device().is_cpu()) {
     throw Error(name, "must be a CPU tensor, got device " + offsets.device().str());
   }
@@ -162,17 +162,17 @@ VocabRows<void*> vocab_rows_output(const at::Tensor& tensor, const char* name) {
 }
 
 Values<const float*> float_values_input(const at::Tensor& tensor, const char* name) {
-  require_values(tensor, name, at::kFloat);
+  require_values(tensor, name, at::kFloat, "float32");
   return {tensor.const_data_ptr<float>(), device_of(tensor, name), tensor.numel()};
 }
 
 Values<float*> float_values_output(const at::Tensor& tensor, const char* name) {
-  require_values(tensor, name, at::kFloat);
+  require_values(tensor, name, at::kFloat, "float32");
   return {tensor.mutable_data_ptr<float>(), device_of(tensor, name), tensor.numel()};
 }
 
 Values<const int64_t*> index_values_input(const at::Tensor& tensor, const char* name) {
-  require_values(tensor, name, at::kLong);
+  require_values(tensor, name, at::kLong, "int64");
   return {tensor.const_data_ptr<int64_t>(), device_of(tensor, name), tensor.numel()};
 }
 
