@@ -162,7 +162,8 @@ def _run_method(method, policy, groups, micro_batch, args, device, world, sequen
         import step_attention  # registers the baselines; needs a GPU to run
 
         attention = {"flash_ncopy": step_attention.FLASH_NCOPY, "flex_packed": step_attention.FLEX_PACKED}[method]
-        step_attention.set_flex_shapes(args.flex_shapes)
+        if method == "flex_packed":
+            step_attention.set_flex_shapes(args.flex_shapes)
     policy.lm.set_attn_implementation(attention)
     split = work.ncopy_micro_batches if method == "flash_ncopy" else work.packed_micro_batches
     result = {}
