@@ -1,0 +1,27 @@
+#!/bin/bash
+# Session 20, one H200 (issue 11). p1 alone on main's backward (late_fence/ measured it only on
+# top of p13): LSE and D read as 8-byte pairs (LDS.64) when the step's statistics row is 8-byte
+# aligned, halving the consumers' 32 LDS per step (LDS: 9.1% of the samples, mio; sass19/).
+# GPU suite and sanitizers of p1, then alternating rounds of dualkv_bench at the five design shapes.
+# Carry: exp-xz/s20d.tar.xz (exp-bin/{s19,p1}/dualkv_bench, exp-bin/p1/dualkv_cuda_tests).
+cd "$(dirname "$0")/../../../.."
+LOG=$OUT/log.txt
+tar xJf exp-xz/s20d.tar.xz
+nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv > $OUT/gpu.txt
+timeout 200 exp-bin/p1/dualkv_cuda_tests --gtest_brief=1 > $OUT/suite_p1.txt 2>&1; echo "suite p1 rc $? at $SECONDS s" >> $LOG
+tail -1 $OUT/suite_p1.txt >> $LOG
+for tool in memcheck racecheck synccheck; do
+  timeout 100 compute-sanitizer --tool $tool --error-exitcode 3 exp-bin/p1/dualkv_cuda_tests \
+    --gtest_filter='*Sanitizer*BackwardHopper*' --gtest_brief=1 > $OUT/sanitizer_$tool.txt 2>&1
+  echo "$tool rc=$? at $SECONDS s: $(grep -h 'ERROR SUMMARY' $OUT/sanitizer_$tool.txt | tail -1)" >> $LOG
+done
+configs=28x4096,28x16384,16x32768,28x32768,16x65536
+for pass in "1 bf16" "1 fp16" "2 bf16" "2 fp16"; do
+  set -- $pass
+  for variant in s19 p1; do
+    echo "== round $1 $2 $variant" >> $OUT/bench.txt
+    exp-bin/$variant/dualkv_bench --configs $configs --dtype $2 --kernel-family hopper 2>&1 \
+      | grep -E "^N[0-9]" | tail -5 >> $OUT/bench.txt
+  done
+done
+echo "bench done at $SECONDS s" >> $LOG
