@@ -16,5 +16,5 @@ echo "source page rc $? lines $(wc -l < $OUT/dualkv_sass.csv)" >> $LOG
 ncu --import $OUT/dualkv.ncu-rep --page details > $OUT/dualkv_details.txt 2>&1
 gzip -9 $OUT/dualkv_sass.csv
 rm -f $OUT/*.ncu-rep
-python3 docs/results/2026-11-26h-h200/sass19/analyse_sass.py $OUT/dualkv_sass.csv.gz --top 40 > $OUT/analysis.txt 2>&1
+python3 docs/results/2026-11-26f-h200/sass/analyse_sass.py $OUT/dualkv_sass.csv.gz --top 40 > $OUT/analysis.txt 2>&1
 echo "done at $SECONDS s" >> $LOG
