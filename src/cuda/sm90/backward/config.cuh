@@ -42,8 +42,6 @@ struct BackwardConfig {
 
   static constexpr int kProducerRegisters = 24;
   static constexpr int kConsumerRegisters = 240;
-  // A consumer warpgroup's 64 x 64 fp32 dQ block, staged in shared memory for the dQ warp.
-  static constexpr int kStagedDqFloats = 64 * 64;
 
   // dQ blocks of 64 x 64 per warpgroup: along rows when a step has 2 x 64 queries, else columns.
   static constexpr int kDqWarpgroupsAlongM = kBlockM / 64;

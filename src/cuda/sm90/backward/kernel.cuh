@@ -170,9 +170,10 @@ __device__ __forceinline__ void stage_dq_block(float* staged, const Accumulator&
 }
 
 // The dQ warp (atomic mode): per step, each consumer warpgroup's staged block goes to its place in
-// the step's accumulator slot as one bulk reduction (cp.reduce.async.bulk .add.f32) issued by lane 0. Each staged block
-// is handed back as soon as its own reduction has read it (bulk groups complete in order). Every block starts free; the
-// last step's are not handed back (no consumer waits for them), so each barrier sees as many arrivals as waits.
+// the step's accumulator slot as one bulk reduction (cp.reduce.async.bulk .add.f32) issued by
+// lane 0. Each staged block is handed back as soon as its own reduction has read it (bulk groups
+// complete in order). Every block starts free; the last step's are not handed back (no consumer
+// waits for them), so each barrier sees as many arrivals as waits.
 template <typename Config>
 __device__ void reduce_staged_dq(const BackwardTmaParams& params, typename Config::SharedStorage& shared) {
   static_assert(Config::kConsumerWarpgroups == 2, "the hand-back counts pending groups of two blocks");
@@ -194,7 +195,7 @@ __device__ void reduce_staged_dq(const BackwardTmaParams& params, typename Confi
         float* block = p.dq_accum + dq_block_offset(step.head, params.dq_accum_head_stride, slot, Config::kBlockM,
                                                     Config::kHeadDim, warpgroup);
         asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(block),
-                     "r"(cute::cast_smem_ptr_to_uint(shared.dq_staged[warpgroup])), "r"(Config::kStagedDqFloats * 4)
+                     "r"(cute::cast_smem_ptr_to_uint(shared.dq_staged[warpgroup])), "r"(kStagedDqFloats * 4)
                      : "memory");
         cute::tma_store_arrive();
       }

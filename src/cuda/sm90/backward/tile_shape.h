@@ -21,6 +21,9 @@ struct BackwardTileShape {
   int stages;
 };
 
+// A consumer warpgroup's 64 x 64 fp32 dQ block, staged in shared memory for the dQ warp.
+inline constexpr int kStagedDqFloats = 64 * 64;
+
 // head_dim 64 steps over 128 queries (the dQ block of a warpgroup is then its half of the rows);
 // head_dim 128 over 64 (its half of the columns), which keeps dK, dV, S^T and dP^T in 240 registers.
 inline constexpr BackwardTileShape kBackwardTileShapes[] = {
@@ -40,7 +43,7 @@ constexpr const BackwardTileShape* find_backward_tile_shape(int64_t head_dim) {
 constexpr size_t backward_tile_bytes(const BackwardTileShape& shape) {
   const auto n = static_cast<size_t>(shape.block_n), m = static_cast<size_t>(shape.block_m),
              d = static_cast<size_t>(shape.head_dim), stages = static_cast<size_t>(shape.stages);
-  return 2 * n * d * 2 + stages * (2 * m * d * 2 + m * n * 2 + 2 * (m + 4) * 4) + n / 64 * 64 * 64 * 4;
+  return 2 * n * d * 2 + stages * (2 * m * d * 2 + m * n * 2 + 2 * (m + 4) * 4) + n / 64 * kStagedDqFloats * 4;
 }
 
 }  // namespace dualkv::detail::sm90
