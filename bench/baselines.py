@@ -451,10 +451,10 @@ def masked_reference(problem):
     return (out.detach(),) + grads
 
 
-def check_agreement(dtype, baseline_types):
+def check_agreement(dtype, baseline_types, head_dim=HEAD_DIM):
     """Each baseline against the fp32 reference on a small case. Returns (all agree, relative max
     errors by baseline, {name: error message} of the baselines that raised instead)."""
-    problem = Problem(n=3, p=200, r=56, heads=8, kv_heads=2, head_dim=HEAD_DIM, dtype=dtype, seed=1)
+    problem = Problem(n=3, p=200, r=56, heads=8, kv_heads=2, head_dim=head_dim, dtype=dtype, seed=1)
     reference = masked_reference(problem)
     tolerance = 8 * torch.finfo(dtype).eps
     errors, failures, ok = {}, {}, True
@@ -537,7 +537,13 @@ def main():
     parser.add_argument("--min-repeats", type=int, default=3)
     parser.add_argument("--max-repeats", type=int, default=10)
     parser.add_argument("--budget-s", type=float, default=3.0, help="timed seconds per (config, baseline, dtype)")
+    parser.add_argument("--head-dim", type=int, default=HEAD_DIM,
+                        help="head dimension of every configuration (names end in _d<head_dim> unless 128, "
+                             "as dualkv_bench's do)")
     args = parser.parse_args()
+    if args.head_dim <= 0:
+        parser.error("--head-dim must be > 0")
+    suffix = "" if args.head_dim == HEAD_DIM else f"_d{args.head_dim}"
     # One compiled flex kernel per shape and dtype; keep them all static rather than fall back.
     torch._dynamo.config.recompile_limit = 64
     torch._dynamo.config.automatic_dynamic_shapes = False
@@ -555,7 +561,7 @@ def main():
                 skipped[dtype_name][baseline_type.name] = {"status": missing[0], "reason": missing[1]}
     for dtype_name in dtypes:
         ok, errors, failures = check_agreement(
-            DTYPES[dtype_name], [b for b in selected if b.name not in skipped[dtype_name]])
+            DTYPES[dtype_name], [b for b in selected if b.name not in skipped[dtype_name]], args.head_dim)
         skipped[dtype_name].update({name: {"status": "failed", "reason": why} for name, why in failures.items()})
         report["agreement"][dtype_name] = errors
         report["skipped"][dtype_name] = skipped[dtype_name]
@@ -567,10 +573,10 @@ def main():
 
     for dtype_name in dtypes:
         for n, p in parse_configs(args.configs):
-            problem = Problem(n, p, RESPONSE, HEADS, KV_HEADS, HEAD_DIM, DTYPES[dtype_name])
+            problem = Problem(n, p, RESPONSE, HEADS, KV_HEADS, args.head_dim, DTYPES[dtype_name])
             for baseline_type in selected:
-                entry = {"config": f"N{n}_P{p}", "dtype": dtype_name, "baseline": baseline_type.name,
-                         "N": n, "P": p, "R": RESPONSE, "H": HEADS, "Hk": KV_HEADS, "d": HEAD_DIM}
+                entry = {"config": f"N{n}_P{p}{suffix}", "dtype": dtype_name, "baseline": baseline_type.name,
+                         "N": n, "P": p, "R": RESPONSE, "H": HEADS, "Hk": KV_HEADS, "d": args.head_dim}
                 if baseline_type.name in skipped[dtype_name]:
                     entry.update(skipped[dtype_name][baseline_type.name])
                     report["results"].append(entry)

@@ -8,7 +8,10 @@ namespace dualkv::bench {
 // Backward = dV, dP, dQ, dK products (4) plus recomputing S (1) against the forward's S and PV (2).
 constexpr double kBackwardFlopRatio = 2.5;
 
-std::string BenchConfig::name() const { return "N" + std::to_string(responses) + "_P" + std::to_string(prompt); }
+std::string BenchConfig::name() const {
+  const std::string shape = "N" + std::to_string(responses) + "_P" + std::to_string(prompt);
+  return head_dim == BenchConfig{}.head_dim ? shape : shape + "_d" + std::to_string(head_dim);
+}
 
 Layout BenchConfig::layout() const {
   return Layout::from_lengths({prompt}, {std::vector<int64_t>(static_cast<size_t>(responses), response)});

@@ -18,7 +18,7 @@ struct BenchConfig {
   int64_t kv_heads = 8;
   int64_t head_dim = 128;
 
-  std::string name() const;  // "N28_P4096"
+  std::string name() const;  // "N28_P4096"; "N28_P4096_d64" at a head_dim other than design's 128
   Layout layout() const;
 };
 

@@ -2,8 +2,10 @@
 //
 //   dualkv_bench [--configs all|NxP,...] [--dtype fp16|bf16|both] [--repeats 10] [--warmups 2]
 //                [--max-shared-memory BYTES] [--kernel-family auto|portable|hopper] [--deterministic]
-//                [--json PATH]
+//                [--head-dim 128] [--json PATH]
 //
+// --head-dim runs every configuration at that head dimension instead of design's 128 (the
+// configuration names then end in _d<head_dim>, as baselines.py's do).
 // --kernel-family forces the kernel family of both passes (ExecutionOptions::kernel_family).
 // --deterministic times the deterministic backward (BackwardParams::deterministic: no float
 // atomics, bitwise-identical reruns) instead of the default one. The header above each table and
@@ -39,7 +41,8 @@ constexpr int kMinRepeats = 10;
 
 const char* const kUsage =
     "usage: dualkv_bench [--configs all|NxP,...] [--dtype fp16|bf16|both] [--repeats N>=10] [--warmups N] "
-    "[--max-shared-memory BYTES] [--kernel-family auto|portable|hopper] [--deterministic] [--json PATH]\n";
+    "[--max-shared-memory BYTES] [--kernel-family auto|portable|hopper] [--deterministic] [--head-dim D] "
+    "[--json PATH]\n";
 
 bool is_out_of_memory(const std::string& message) {
   return message.find("out of memory") != std::string::npos ||
@@ -59,7 +62,10 @@ int main(int argc, char** argv) {
   using namespace dualkv::bench;
   try {
     dualkv::tools::Flags flags(argc, argv);
-    const std::vector<BenchConfig> configs = parse_configs(flags.get_string("configs", "all"));
+    std::vector<BenchConfig> configs = parse_configs(flags.get_string("configs", "all"));
+    const int64_t head_dim = flags.get_int("head-dim", BenchConfig{}.head_dim);
+    if (head_dim <= 0) throw std::invalid_argument("--head-dim must be > 0");
+    for (BenchConfig& config : configs) config.head_dim = head_dim;
     const std::vector<dualkv::DType> dtypes = parse_dtypes(flags.get_string("dtype", "both"));
     RunOptions options;
     options.repeats = static_cast<int>(flags.get_int("repeats", kMinRepeats));
