@@ -57,7 +57,19 @@ int64_t query_tile_key_rows(const Layout& layout, const TileWork& tile, int quer
 
 std::vector<TileWork> plan_key_tiles(const Layout& layout, int key_block, int query_block) {
   std::vector<TileWork> tiles = tiles_in_packed_order(layout, key_block);
-  sort_heaviest_first(tiles, [&](const TileWork& t) { return key_tile_query_rows(layout, t, query_block); });
+  const auto rows = [&](const TileWork& t) { return key_tile_query_rows(layout, t, query_block); };
+  // A response's key tiles are one unit, weighed by its heaviest (first) tile: they read the same
+  // query rows and add into the same dQ rows, so running them together keeps those rows in L2.
+  const auto unit_rows = [&](const TileWork& t) {
+    if (t.segment == t.prompt_segment) return rows(t);
+    return rows(TileWork{layout.segment_begin(t.segment), t.segment, t.prompt_segment, t.group_end_segment});
+  };
+  std::stable_sort(tiles.begin(), tiles.end(), [&](const TileWork& a, const TileWork& b) {
+    const int64_t unit_a = unit_rows(a), unit_b = unit_rows(b);
+    if (unit_a != unit_b) return unit_a > unit_b;
+    if (a.segment != b.segment) return a.segment < b.segment;
+    return rows(a) > rows(b);
+  });
   return tiles;
 }
 
