@@ -9,7 +9,11 @@
 // Tiles never cross a segment boundary and start at multiples of the block from the segment's
 // first token, so query and key tiles of one segment line up. Both lists are ordered heaviest
 // first (longest-processing-time order), so the long prompt tiles start before the short
-// response tiles fill the tail of the grid.
+// response tiles fill the tail of the grid. In the key tile list a response's tiles are one unit,
+// weighed by its heaviest tile and kept together (heaviest first inside): they read the same
+// query rows and add into the same dQ rows, which then stay in L2 while they run. Ordered tile by
+// tile instead, the kernel's last phase (response tiles only) ran 1.5x slower per step
+// (docs/perf.md, "Hopper backward, session 21").
 //
 // Device plan (backward_plan_image, cached with the layout: host/plan_cache.h):
 //   cu_seqlens int32 (S + 1): the layout's segment offsets, for the kernels' query/key ranges

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <random>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -129,6 +131,29 @@ void expect_walk_covers_the_tile_queries(const Layout& layout, const Mask& mask,
   }
 }
 
+// Key tile order: a prompt tile is a unit of its own, a response's tiles are one unit weighed by
+// its heaviest tile; units heaviest first, a response's tiles contiguous and heaviest first.
+void expect_key_tiles_in_units_heaviest_first(const Layout& layout, const std::vector<TileWork>& tiles,
+                                              int query_block) {
+  const auto rows = [&](const TileWork& t) { return key_tile_query_rows(layout, t, query_block); };
+  std::map<int32_t, int64_t> response_rows;  // segment -> its heaviest tile's rows
+  for (const TileWork& t : tiles) {
+    if (t.segment != t.prompt_segment) response_rows[t.segment] = std::max(response_rows[t.segment], rows(t));
+  }
+  const auto unit = [&](const TileWork& t) { return t.segment == t.prompt_segment ? rows(t) : response_rows[t.segment]; };
+  std::set<int32_t> finished_responses;
+  for (size_t i = 1; i < tiles.size(); ++i) {
+    const TileWork &previous = tiles[i - 1], &tile = tiles[i];
+    EXPECT_GE(unit(previous), unit(tile)) << "key tile " << i;
+    if (tile.segment == previous.segment && tile.segment != tile.prompt_segment) {
+      EXPECT_GE(rows(previous), rows(tile)) << "key tile " << i;
+    } else if (previous.segment != previous.prompt_segment) {
+      finished_responses.insert(previous.segment);
+    }
+    EXPECT_EQ(finished_responses.count(tile.segment), 0u) << "response " << tile.segment << " split at key tile " << i;
+  }
+}
+
 void check_batch(const BatchSpec& batch, int key_block, int query_block) {
   const Layout layout = layout_of(batch);
   const Segments segments = segments_of(batch);
@@ -149,11 +174,8 @@ void check_batch(const BatchSpec& batch, int key_block, int query_block) {
     });
     EXPECT_EQ(key_tile_query_rows(layout, tile, query_block), expected) << "key tile at " << tile.begin;
     expect_walk_covers_the_tile_queries(layout, mask, tile, key_end, query_block);
-    if (i > 0) {
-      EXPECT_GE(key_tile_query_rows(layout, key_tiles[i - 1], query_block),
-                key_tile_query_rows(layout, tile, query_block));
-    }
   }
+  expect_key_tiles_in_units_heaviest_first(layout, key_tiles, query_block);
 
   const std::vector<TileWork> query_tiles = plan_query_tiles(layout, query_block);
   EXPECT_EQ(static_cast<int64_t>(query_tiles.size()), count_tiles(layout, query_block));
