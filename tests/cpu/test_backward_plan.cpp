@@ -140,7 +140,9 @@ void expect_key_tiles_in_units_heaviest_first(const Layout& layout, const std::v
   for (const TileWork& t : tiles) {
     if (t.segment != t.prompt_segment) response_rows[t.segment] = std::max(response_rows[t.segment], rows(t));
   }
-  const auto unit = [&](const TileWork& t) { return t.segment == t.prompt_segment ? rows(t) : response_rows[t.segment]; };
+  const auto unit = [&](const TileWork& t) {
+    return t.segment == t.prompt_segment ? rows(t) : response_rows[t.segment];
+  };
   std::set<int32_t> finished_responses;
   for (size_t i = 1; i < tiles.size(); ++i) {
     const TileWork &previous = tiles[i - 1], &tile = tiles[i];
