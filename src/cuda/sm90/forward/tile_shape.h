@@ -20,7 +20,7 @@ struct ForwardTileShape {
 };
 
 inline constexpr ForwardTileShape kForwardTileShapes[] = {
-    {64, 192, 128, 3},
+    {64, 128, 128, 3},
     {128, 128, 128, 2},
 };
 
