@@ -277,6 +277,10 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   int ds_stage = 0;
   // Atomic mode: a step's dK GEMM still runs when the next step's S^T and dP^T are issued, so the
   // tensor pipe does not drain between steps; its Q stage goes back once S^T is seen complete.
+  // With 128-query steps (head_dim 64) S^T and dP^T hold 64 + 64 accumulators per thread, which do
+  // not fit beside dK's register operand: ptxas then serialises every wgmma (C7512), so there dK
+  // is waited for at the end of its step.
+  constexpr bool kDrainDkEachStep = kBlockM == 128;
   bool q_release_pending = false;
   typename Config::Pipeline::PipelineState q_release_state;
   for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
@@ -353,8 +357,13 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::arrive(kDqHandoffThreads, kDqFullBarrier + warpgroup);
       ds_stage ^= 1;
-      q_release_state = q_state;
-      q_release_pending = true;
+      if constexpr (kDrainDkEachStep) {
+        warpgroup_wait<0>();
+        q_pipeline.consumer_release(q_state);
+      } else {
+        q_release_state = q_state;
+        q_release_pending = true;
+      }
     } else {
       warpgroup_gemm<false, -1>(mma_kv, tKVrP, tKVrdOt(_, _, _, do_stage), acc_dv);
       warpgroup_gemm<false, 0>(mma_kv, tKVrdS, tKVrQt(_, _, _, q_stage), acc_dk);
