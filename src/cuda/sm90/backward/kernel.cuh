@@ -24,7 +24,8 @@
 //     contiguous 16 KiB. The reduction then leaves the SM in the background, instead of as 8
 //     `red.global` per consumer thread that the next step's first instructions wait behind
 //     (docs/perf_backward_notes.md, sessions 12-19). dK is not awaited: the next step's S^T and
-//     dP^T queue behind it. Deterministic mode: dV and dK only.
+//     dP^T queue behind it (head_dim 128; with head_dim 64's 128-query steps it is awaited at the
+//     end of the step, for registers). Deterministic mode: dV and dK only.
 //
 // Pipeline: K and V on one transaction barrier; Q+LSE and dO+D (TMA tile + bulk copy of the
 // workspace's stats rows) each through kStages buffers of CUTLASS's PipelineTmaAsync (full: TMA
