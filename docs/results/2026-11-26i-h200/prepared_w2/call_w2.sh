@@ -25,9 +25,11 @@ for pass in "1 bf16" "1 fp16" "2 bf16"; do
   done
   echo "round $1 $2 done at $SECONDS s" >> $LOG
 done
+# One folder per order, file names as ../cta_trace/analyse_cta_trace.py reads them.
 for variant in ordertrace w2trace; do
-  DUALKV_CTA_TRACE=$OUT/trace_${variant}_28x16384.csv exp-bin/$variant/dualkv_bench --configs 28x16384 --dtype bf16 \
+  mkdir -p $OUT/$variant
+  DUALKV_CTA_TRACE=$OUT/$variant/trace_28x16384.csv exp-bin/$variant/dualkv_bench --configs 28x16384 --dtype bf16 \
     --kernel-family hopper > /dev/null 2>&1
-  gzip $OUT/trace_${variant}_28x16384.csv
+  gzip $OUT/$variant/trace_28x16384.csv
 done
 echo "done at $SECONDS s" >> $LOG
