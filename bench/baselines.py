@@ -451,7 +451,7 @@ def masked_reference(problem):
     return (out.detach(),) + grads
 
 
-def check_agreement(dtype, baseline_types, head_dim=HEAD_DIM):
+def check_agreement(dtype, baseline_types, head_dim):
     """Each baseline against the fp32 reference on a small case. Returns (all agree, relative max
     errors by baseline, {name: error message} of the baselines that raised instead)."""
     problem = Problem(n=3, p=200, r=56, heads=8, kv_heads=2, head_dim=head_dim, dtype=dtype, seed=1)

@@ -1,6 +1,7 @@
 #include "host/backward_plan.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace dualkv::detail {
 namespace {
@@ -64,12 +65,8 @@ std::vector<TileWork> plan_key_tiles(const Layout& layout, int key_block, int qu
     if (t.segment == t.prompt_segment) return rows(t);
     return rows(TileWork{layout.segment_begin(t.segment), t.segment, t.prompt_segment, t.group_end_segment});
   };
-  std::stable_sort(tiles.begin(), tiles.end(), [&](const TileWork& a, const TileWork& b) {
-    const int64_t unit_a = unit_rows(a), unit_b = unit_rows(b);
-    if (unit_a != unit_b) return unit_a > unit_b;
-    if (a.segment != b.segment) return a.segment < b.segment;
-    return rows(a) > rows(b);
-  });
+  // Units heaviest first; a unit's tiles together (segment ascending), heaviest first inside.
+  sort_heaviest_first(tiles, [&](const TileWork& t) { return std::tuple(unit_rows(t), -t.segment, rows(t)); });
   return tiles;
 }
 
