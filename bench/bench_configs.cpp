@@ -1,6 +1,6 @@
 #include "bench_configs.h"
 
-#include <sstream>
+#include <algorithm>
 #include <stdexcept>
 
 namespace dualkv::bench {
@@ -9,11 +9,16 @@ namespace dualkv::bench {
 constexpr double kBackwardFlopRatio = 2.5;
 
 std::string BenchConfig::name() const {
-  const std::string shape = "N" + std::to_string(responses) + "_P" + std::to_string(prompt);
+  std::string shape = "N" + std::to_string(responses) + "_P" + std::to_string(prompt);
+  if (!response_lengths.empty()) {
+    const auto [shortest, longest] = std::minmax_element(response_lengths.begin(), response_lengths.end());
+    shape += "_R" + std::to_string(*shortest) + "-" + std::to_string(*longest);
+  }
   return head_dim == BenchConfig{}.head_dim ? shape : shape + "_d" + std::to_string(head_dim);
 }
 
 Layout BenchConfig::layout() const {
+  if (!response_lengths.empty()) return Layout::from_lengths({prompt}, {response_lengths});
   return Layout::from_lengths({prompt}, {std::vector<int64_t>(static_cast<size_t>(responses), response)});
 }
 
@@ -29,20 +34,57 @@ std::vector<BenchConfig> design_configs() {
   return configs;
 }
 
+namespace {
+
+// The pieces of `text` between separators, empty ones included ("a,,b," has four).
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> pieces(1);
+  for (const char c : text) {
+    if (c == separator) {
+      pieces.emplace_back();
+    } else {
+      pieces.back() += c;
+    }
+  }
+  return pieces;
+}
+
+// A token count of a --configs item: digits only, >= 1.
+int64_t parse_length(const std::string& text, const std::string& item) {
+  const bool digits = !text.empty() && text.size() <= 9 &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || std::stoll(text) < 1) {
+    throw std::invalid_argument("--configs: lengths must be integers >= 1, got '" + text + "' in '" + item + "'");
+  }
+  return std::stoll(text);
+}
+
+// "NxP" or "P:R1/R2/.../RN".
+BenchConfig parse_item(const std::string& item) {
+  BenchConfig config;
+  if (const auto colon = item.find(':'); colon != std::string::npos) {
+    config.prompt = parse_length(item.substr(0, colon), item);
+    for (const std::string& length : split(item.substr(colon + 1), '/')) {
+      config.response_lengths.push_back(parse_length(length, item));
+    }
+    config.responses = static_cast<int64_t>(config.response_lengths.size());
+    return config;
+  }
+  const auto x = item.find('x');
+  if (x == std::string::npos) {
+    throw std::invalid_argument("--configs: expected NxP or P:R1/R2/... items, got '" + item + "'");
+  }
+  config.responses = parse_length(item.substr(0, x), item);
+  config.prompt = parse_length(item.substr(x + 1), item);
+  return config;
+}
+
+}  // namespace
+
 std::vector<BenchConfig> parse_configs(const std::string& text) {
   if (text == "all") return design_configs();
   std::vector<BenchConfig> configs;
-  std::stringstream items(text);
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    const auto x = item.find('x');
-    if (x == std::string::npos) throw std::invalid_argument("--configs: expected NxP items, got '" + item + "'");
-    BenchConfig config;
-    config.responses = std::stoll(item.substr(0, x));
-    config.prompt = std::stoll(item.substr(x + 1));
-    configs.push_back(config);
-  }
-  if (configs.empty()) throw std::invalid_argument("--configs: no configuration given");
+  for (const std::string& item : split(text, ',')) configs.push_back(parse_item(item));
   return configs;
 }
 

@@ -11,21 +11,26 @@
 namespace dualkv::bench {
 
 struct BenchConfig {
-  int64_t responses = 0;  // N
-  int64_t prompt = 0;     // P
-  int64_t response = 2048;
+  int64_t responses = 0;                  // N
+  int64_t prompt = 0;                     // P
+  int64_t response = 2048;                // R of every response, unless response_lengths is set
+  std::vector<int64_t> response_lengths;  // ragged responses (N of them), e.g. a training step's
   int64_t heads = 32;
   int64_t kv_heads = 8;
   int64_t head_dim = 128;
 
-  std::string name() const;  // "N28_P4096"; "N28_P4096_d64" at a head_dim other than design's 128
+  // "N28_P4096"; ragged: "N32_P8192_R308-2038" (shortest and longest); "_d64" appended at a
+  // head_dim other than design's 128.
+  std::string name() const;
   Layout layout() const;
 };
 
 // The five (N, P) pairs of design section 4.
 std::vector<BenchConfig> design_configs();
 
-// "all", or a comma-separated list of NxP items (e.g. "28x4096,16x32768") at design's R, H, Hk, d.
+// "all", or a comma-separated list of items at design's H, Hk, d: "NxP" (N responses of design's
+// R, e.g. "28x4096"), or "P:R1/R2/.../RN" (one prompt and N ragged responses of the given lengths,
+// e.g. a training step's micro-batch).
 std::vector<BenchConfig> parse_configs(const std::string& text);
 
 // "fp16", "bf16" or "both".

@@ -15,6 +15,16 @@ std::string format(const char* pattern, double value) {
   return text;
 }
 
+// "R": one length, or the ragged lengths as a list.
+std::string response_json(const BenchConfig& config) {
+  if (config.response_lengths.empty()) return std::to_string(config.response);
+  std::string list = "[";
+  for (size_t i = 0; i < config.response_lengths.size(); ++i) {
+    list += (i ? ", " : "") + std::to_string(config.response_lengths[i]);
+  }
+  return list + "]";
+}
+
 }  // namespace
 
 void print_header(std::ostream& out, const RunOptions& options) {
@@ -54,9 +64,9 @@ void write_json(const std::string& path, const std::string& device_name, const R
   for (size_t i = 0; i < results.size(); ++i) {
     const BenchResult& r = results[i];
     file << "    {\"config\": \"" << r.config.name() << "\", \"dtype\": \"" << dtype_name(r.dtype)
-         << "\", \"N\": " << r.config.responses << ", \"P\": " << r.config.prompt << ", \"R\": " << r.config.response
-         << ", \"H\": " << r.config.heads << ", \"Hk\": " << r.config.kv_heads << ", \"d\": " << r.config.head_dim
-         << ", \"pairs\": " << r.config.layout().visible_pairs();
+         << "\", \"N\": " << r.config.responses << ", \"P\": " << r.config.prompt
+         << ", \"R\": " << response_json(r.config) << ", \"H\": " << r.config.heads << ", \"Hk\": " << r.config.kv_heads
+         << ", \"d\": " << r.config.head_dim << ", \"pairs\": " << r.config.layout().visible_pairs();
     if (!r.failure.empty()) {
       file << ", \"failure\": \"" << r.failure << "\"}";
     } else {

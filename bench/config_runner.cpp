@@ -160,6 +160,7 @@ void load_kernels(const BenchConfig& config, DType dtype, const RunOptions& opti
   small.prompt = 256;
   small.responses = 2;
   small.response = 64;
+  small.response_lengths.clear();
   const Layout layout = small.layout();
   const TensorSet set(small, dtype, layout.total_tokens(), 0, options);
   const tools::Workspace workspace(kCuda, std::max(forward_workspace_bytes(layout, set.forward_params()),

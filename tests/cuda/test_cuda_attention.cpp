@@ -148,17 +148,30 @@ TEST(CudaSanitizer, ForwardHopper) {
   check_forward(sanitizer_case(), DType::kBFloat16, 128, {KernelFamily::kHopper, 0}, InputPattern::kNanInOddSegments);
 }
 
-// Query tiles that walk several key blocks (the tiny case has one), with keys that grow along each
-// segment: the Hopper forward's pipelined loop, its two P buffers and its mid-walk rescale.
+// Tiles that walk many steps (the tiny case's walk one): a prompt of 300 and responses of 260 and 7.
+AttentionCase long_walk_case() { return {"long_walk", {{300, {260, 7}}}, 4, 2, Placement::kContiguous}; }
+
+// Query tiles that walk several key blocks, with keys that grow along each segment: the Hopper
+// forward's pipelined loop, its two P buffers and its mid-walk rescale.
 TEST(CudaSanitizer, ForwardHopperLongWalk) {
-  const AttentionCase long_walk{"long_walk", {{300, {260, 7}}}, 4, 2, Placement::kContiguous};
-  check_forward(long_walk, DType::kFloat16, 128, {KernelFamily::kHopper, 0}, InputPattern::kGrowingKeys);
+  check_forward(long_walk_case(), DType::kFloat16, 128, {KernelFamily::kHopper, 0}, InputPattern::kGrowingKeys);
 }
 
 TEST(CudaSanitizer, Backward) { check_backward(sanitizer_case(), DType::kBFloat16, 128, {KernelFamily::kPortable, 0}); }
 
 TEST(CudaSanitizer, BackwardHopper) {
   check_backward(sanitizer_case(), DType::kFloat16, 128, {KernelFamily::kHopper, 0}, InputPattern::kNanInOddSegments);
+}
+
+// Key tiles that walk many query steps: the Hopper backward's Q/dO stages, its alternating dS
+// buffers and the dQ warp's hand-offs from step to step, at both head dims (head_dim 64 takes
+// 128-query steps and waits for dK at each step's end).
+TEST(CudaSanitizer, BackwardHopperLongWalk) {
+  check_backward(long_walk_case(), DType::kFloat16, 128, {KernelFamily::kHopper, 0}, InputPattern::kNanInOddSegments);
+}
+
+TEST(CudaSanitizer, BackwardHopperLongWalkHeadDim64) {
+  check_backward(long_walk_case(), DType::kBFloat16, 64, {KernelFamily::kHopper, 0}, InputPattern::kNanInOddSegments);
 }
 
 TEST(CudaSanitizer, BackwardSm86Tiles) {
