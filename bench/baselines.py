@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """The baselines of design section 4, timed in one process on one GPU.
 
-  python3 bench/baselines.py [--configs all|NxP,...] [--dtype fp16|bf16|both] [--json PATH]
+  python3 bench/baselines.py [--configs all|NxP|P:R1/R2/...,...] [--dtype fp16|bf16|both] [--json PATH]
                              [--max-repeats 10] [--min-repeats 3] [--budget-s 3]
+
+A --configs item is NxP (N responses of design's R = 2048) or P:R1/R2/.../RN (ragged responses of
+the given lengths, e.g. a training step's micro-batch), named as dualkv_bench names them. On ragged
+items the baselines that need equal-length sequences (cudnn_ncopy, cudnn_composition: cuDNN's SDPA
+takes (batch, heads, length, d)) are reported as "unsupported", with the reason.
 
 Baselines (design section 4, built exactly as described there):
   fa2_ncopy      torch.ops.aten._flash_attention_forward/_backward (PyTorch's FlashAttention-2) on
@@ -14,7 +19,8 @@ Baselines (design section 4, built exactly as described there):
                  forward and the summation of the N prompt dK/dV copies in the backward.
   flex_packed    torch.compile(flex_attention) on the packed stream (1, H, P+NR, d), enable_gqa, with
                  mask_mod (q >= k) & ((k < P) | ((q - P) // R == (k - P) // R)) via create_block_mask
-                 (built before timing).
+                 (built before timing); on ragged responses (q >= k) & ((k < P) | (seg[q] == seg[k]))
+                 with seg the response index of every row.
   cudnn_composition  three ordinary attention calls on slices of the packed stream, no K/V copies,
                  through torch.ops.aten._scaled_dot_product_cudnn_attention(compute_log_sumexp=True)
                  and its _backward op, GQA native (K/V keep their Hk heads): A1 the prompt, causal;
@@ -39,6 +45,7 @@ A configuration that does not fit in memory is reported as OOM.
 """
 import argparse
 import gc
+import itertools
 import json
 import statistics
 import sys
@@ -51,18 +58,21 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 HEADS, KV_HEADS, HEAD_DIM, RESPONSE = 32, 8, 128, 2048
-DESIGN_CONFIGS = [(28, 4096), (28, 16384), (16, 32768), (28, 32768), (16, 65536)]
+DESIGN_CONFIGS = [(4096, (RESPONSE,) * 28), (16384, (RESPONSE,) * 28), (32768, (RESPONSE,) * 16),
+                  (32768, (RESPONSE,) * 28), (65536, (RESPONSE,) * 16)]
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 BACKWARD_FLOP_RATIO = 2.5
 
 
 class Problem:
-    """One packed group: a prompt of P tokens and N responses of R tokens, random inputs."""
+    """One packed group: a prompt of P tokens and N responses of the given lengths, random inputs."""
 
-    def __init__(self, n, p, r, heads, kv_heads, head_dim, dtype, seed=0):
-        self.n, self.p, self.r = n, p, r
+    def __init__(self, p, response_lengths, heads, kv_heads, head_dim, dtype, seed=0):
+        self.p, self.lengths, self.n = p, tuple(response_lengths), len(response_lengths)
+        self.ragged = len(set(self.lengths)) > 1
         self.heads, self.kv_heads, self.head_dim, self.dtype = heads, kv_heads, head_dim, dtype
-        self.tokens = p + n * r
+        self.starts = [p + sum(self.lengths[:i]) for i in range(self.n)]  # first row of each response
+        self.tokens = p + sum(self.lengths)
         self.scale = head_dim ** -0.5
         gen = torch.Generator(device="cuda").manual_seed(seed)
 
@@ -75,24 +85,38 @@ class Problem:
         self.dout = uniform(self.tokens, heads, head_dim)
 
     def dedup_pairs(self):
-        p, r, n = self.p, self.r, self.n
-        return p * (p + 1) // 2 + n * (r * p + r * (r + 1) // 2)
+        p = self.p
+        return p * (p + 1) // 2 + sum(r * p + r * (r + 1) // 2 for r in self.lengths)
 
     def ncopy_pairs(self):
-        length = self.p + self.r
-        return self.n * length * (length + 1) // 2
+        return sum((self.p + r) * (self.p + r + 1) // 2 for r in self.lengths)
+
+    def ncopy_lengths(self):
+        """Length of each N-copy sequence [prompt; response_i]."""
+        return [self.p + r for r in self.lengths]
 
     def ncopy_rows(self):
         """Packed row of every N-copy row: copy i is [prompt; response_i]."""
         prompt = torch.arange(self.p, device="cuda")
-        copies = [torch.cat([prompt, self.p + i * self.r + torch.arange(self.r, device="cuda")]) for i in range(self.n)]
+        copies = [torch.cat([prompt, start + torch.arange(r, device="cuda")])
+                  for start, r in zip(self.starts, self.lengths)]
         return torch.cat(copies)
 
     def ncopy_first_copy_mask(self):
         """True for N-copy rows whose output counts: all of copy 0, and responses of the others."""
-        length = self.p + self.r
-        position = torch.arange(self.n * length, device="cuda")
-        return (position < length) | (position % length >= self.p)
+        return torch.cat([torch.cat([torch.full((self.p,), i == 0, device="cuda"),
+                                     torch.ones(r, dtype=torch.bool, device="cuda")])
+                          for i, r in enumerate(self.lengths)])
+
+    def segment_ids(self):
+        """(tokens,) int32: -1 on prompt rows, i on the rows of response i."""
+        return torch.cat([torch.full((self.p,), -1, dtype=torch.int32, device="cuda")] +
+                         [torch.full((r,), i, dtype=torch.int32, device="cuda") for i, r in enumerate(self.lengths)])
+
+
+def offsets(lengths):
+    """Cumulative sequence offsets [0, l0, l0 + l1, ...] as the varlen kernels take them (int32, CUDA)."""
+    return torch.tensor([0] + list(itertools.accumulate(lengths)), device="cuda", dtype=torch.int32)
 
 
 def packed_from_ncopy(problem, rows, keep, out, dq, dk, dv):
@@ -113,8 +137,8 @@ class Fa2NCopy:
         self.keep = problem.ncopy_first_copy_mask()
         self.q, self.k, self.v = problem.q[self.rows], problem.k[self.rows], problem.v[self.rows]
         self.dout = problem.dout[self.rows] * self.keep[:, None, None]
-        self.length = problem.p + problem.r
-        self.cu = torch.arange(0, problem.n + 1, device="cuda", dtype=torch.int32) * self.length
+        self.length = max(problem.ncopy_lengths())
+        self.cu = offsets(problem.ncopy_lengths())
 
     def pairs(self):
         return self.problem.ncopy_pairs()
@@ -135,12 +159,20 @@ class Fa2NCopy:
         return packed_from_ncopy(self.problem, self.rows, self.keep, state[0], *grads)
 
 
+def equal_lengths_only(problem):
+    """The reason a baseline that batches equal-length sequences cannot run `problem`, or None."""
+    if problem.ragged:
+        return "cuDNN's SDPA takes (batch, heads, length, d): the responses must have one length"
+    return None
+
+
 class CudnnNCopy:
     name = "cudnn_ncopy"
+    unsupported = staticmethod(equal_lengths_only)
 
     def __init__(self, problem):
         self.problem = problem
-        n, length, group = problem.n, problem.p + problem.r, problem.heads // problem.kv_heads
+        n, length, group = problem.n, problem.p + problem.lengths[0], problem.heads // problem.kv_heads
         self.rows = problem.ncopy_rows()
         self.keep = problem.ncopy_first_copy_mask()
 
@@ -187,12 +219,11 @@ class Fa2VarlenCopiedKv:
         self.problem = p
         self.q, self.k, self.v, self.dout = p.q, p.k, p.v, p.dout
         prompt = torch.arange(p.p, device="cuda")
-        self.kv_rows = torch.cat([prompt] + [torch.cat([prompt, p.p + i * p.r + torch.arange(p.r, device="cuda")])
-                                             for i in range(p.n)])
-        self.cu_q = torch.tensor([0] + [p.p + i * p.r for i in range(p.n + 1)], device="cuda", dtype=torch.int32)
-        self.cu_k = torch.tensor([0] + [p.p + i * (p.p + p.r) for i in range(p.n + 1)], device="cuda",
-                                 dtype=torch.int32)
-        self.max_q, self.max_k = max(p.p, p.r), p.p + p.r
+        self.kv_rows = torch.cat([prompt] + [torch.cat([prompt, start + torch.arange(r, device="cuda")])
+                                             for start, r in zip(p.starts, p.lengths)])
+        self.cu_q = offsets((p.p,) + p.lengths)
+        self.cu_k = offsets([p.p] + p.ncopy_lengths())
+        self.max_q, self.max_k = max(p.p, *p.lengths), max(p.ncopy_lengths())
 
     def pairs(self):
         return self.problem.dedup_pairs()
@@ -227,10 +258,16 @@ class FlexPacked:
     def __init__(self, problem):
         p = problem
         self.problem = p
-        prompt, response = p.p, p.r
+        prompt, response, segment = p.p, p.lengths[0], p.segment_ids()
 
         def mask_mod(b, h, q_idx, kv_idx):
             return (q_idx >= kv_idx) & ((kv_idx < prompt) | ((q_idx - prompt) // response == (kv_idx - prompt) // response))
+
+        def ragged_mask_mod(b, h, q_idx, kv_idx):
+            return (q_idx >= kv_idx) & ((kv_idx < prompt) | (segment[q_idx] == segment[kv_idx]))
+
+        if p.ragged:
+            mask_mod = ragged_mask_mod
 
         self.block_mask = _compiled_block_mask(mask_mod, None, None, p.tokens, p.tokens, device="cuda")
 
@@ -261,14 +298,16 @@ class FlexPacked:
 
 class Piece(NamedTuple):
     """One ordinary attention call of a composition: which packed rows it reads as queries and as
-    keys/values, split into `segments` equal-length sequences on both sides."""
+    keys/values, split into sequences of the given lengths (as many on both sides)."""
     queries: slice
     keys: slice
-    segments: int
+    query_lengths: tuple
+    key_lengths: tuple
     causal: bool
 
-    def length(self, rows):
-        return (rows.stop - rows.start) // self.segments
+    @property
+    def segments(self):
+        return len(self.query_lengths)
 
 
 def _merge_states(o_prompt, o_cross, lse_cross, o_own, lse_own):
@@ -309,9 +348,10 @@ class Composition:
     def __init__(self, problem):
         p, prompt, responses = problem, slice(0, problem.p), slice(problem.p, problem.tokens)
         self.problem = p
-        self.pieces = (Piece(prompt, prompt, 1, True),  # A1: the prompt, causal
-                       Piece(responses, prompt, 1, False),  # A2: every response row against the prompt
-                       Piece(responses, responses, p.n, True))  # B: each response causal on itself
+        self.pieces = (Piece(prompt, prompt, (p.p,), (p.p,), True),  # A1: the prompt, causal
+                       # A2: every response row against the prompt
+                       Piece(responses, prompt, (p.tokens - p.p,), (p.p,), False),
+                       Piece(responses, responses, p.lengths, p.lengths, True))  # B: each response causal on itself
 
     def pairs(self):
         return self.problem.dedup_pairs()
@@ -346,6 +386,7 @@ def rows_first(x):
 
 class CudnnComposition(Composition):
     name = "cudnn_composition"
+    unsupported = staticmethod(equal_lengths_only)
 
     def inputs(self, i):
         piece, p = self.pieces[i], self.problem
@@ -396,12 +437,8 @@ class Fa4Composition(Composition):
         (self.fa4_forward, self.fa4_backward), _ = load_fa4()
 
         def varlen(piece):  # FA4's packed (rows, heads, d) layout takes the pieces as plain slices
-            def offsets(rows):
-                segment_starts = torch.arange(piece.segments + 1, device=problem.q.device, dtype=torch.int32)
-                return segment_starts * piece.length(rows)
-
-            return dict(cu_seqlens_q=offsets(piece.queries), cu_seqlens_k=offsets(piece.keys),
-                        max_seqlen_q=piece.length(piece.queries), max_seqlen_k=piece.length(piece.keys))
+            return dict(cu_seqlens_q=offsets(piece.query_lengths), cu_seqlens_k=offsets(piece.key_lengths),
+                        max_seqlen_q=max(piece.query_lengths), max_seqlen_k=max(piece.key_lengths))
 
         self.varlen = [varlen(piece) for piece in self.pieces]
 
@@ -438,7 +475,7 @@ def masked_reference(problem):
     p = problem
     t = torch.arange(p.tokens, device="cuda")
     q_idx, k_idx = t[:, None], t[None, :]
-    segment = torch.where(t < p.p, -1, (t - p.p) // p.r)
+    segment = p.segment_ids()
     visible = (q_idx >= k_idx) & ((k_idx < p.p) | (segment[:, None] == segment[None, :]))
     group = p.heads // p.kv_heads
     q = p.q.float().requires_grad_()
@@ -451,30 +488,47 @@ def masked_reference(problem):
     return (out.detach(),) + grads
 
 
+def unsupported(baseline_type, problem):
+    """Why `baseline_type` cannot run `problem` (e.g. ragged responses), or None."""
+    check = getattr(baseline_type, "unsupported", None)
+    return check(problem) if check else None
+
+
+# The small cases every baseline is checked on: equal responses, and ragged ones (for the baselines
+# that take them).
+AGREEMENT_CASES = {"equal": (200, (56, 56, 56)), "ragged": (200, (56, 17, 90))}
+
+
 def check_agreement(dtype, baseline_types, head_dim):
-    """Each baseline against the fp32 reference on a small case. Returns (all agree, relative max
-    errors by baseline, {name: error message} of the baselines that raised instead)."""
-    problem = Problem(n=3, p=200, r=56, heads=8, kv_heads=2, head_dim=head_dim, dtype=dtype, seed=1)
-    reference = masked_reference(problem)
+    """Each baseline against the fp32 reference on the small cases it supports. Returns (all agree,
+    relative max errors by case and baseline, {name: error message} of the baselines that raised
+    instead)."""
     tolerance = 8 * torch.finfo(dtype).eps
     errors, failures, ok = {}, {}, True
-    for baseline_type in baseline_types:
-        try:
-            baseline = baseline_type(problem)
-            state = baseline.forward()
-            result = baseline.packed(state, baseline.backward(state))
-        except Exception as error:  # noqa: BLE001 - reported with its traceback; the others still run
-            traceback.print_exc()
-            failures[baseline_type.name] = f"{type(error).__name__}: {error}"
-            print(f"FAILED: {baseline_type.name}: {failures[baseline_type.name]}", flush=True)
-            continue
-        errors[baseline.name] = {}
-        for name, got, want in zip(("out", "dq", "dk", "dv"), result, reference):
-            error = ((got - want).abs().max() / want.abs().max()).item()
-            errors[baseline.name][name] = error
-            if not error <= tolerance:
-                ok = False
-                print(f"DISAGREES: {baseline.name} {name} relative max error {error:.3e} > {tolerance:.3e}")
+    for case, (p, lengths) in AGREEMENT_CASES.items():
+        problem = Problem(p, lengths, heads=8, kv_heads=2, head_dim=head_dim, dtype=dtype, seed=1)
+        reference = masked_reference(problem)
+        errors[case] = {}
+        for baseline_type in baseline_types:
+            if baseline_type.name in failures or unsupported(baseline_type, problem) is not None:
+                continue
+            try:
+                baseline = baseline_type(problem)
+                state = baseline.forward()
+                result = baseline.packed(state, baseline.backward(state))
+            except Exception as error:  # noqa: BLE001 - reported with its traceback; the others still run
+                traceback.print_exc()
+                failures[baseline_type.name] = f"{type(error).__name__}: {error}"
+                print(f"FAILED: {baseline_type.name} ({case}): {failures[baseline_type.name]}", flush=True)
+                continue
+            errors[case][baseline.name] = {}
+            for name, got, want in zip(("out", "dq", "dk", "dv"), result, reference):
+                error = ((got - want).abs().max() / want.abs().max()).item()
+                errors[case][baseline.name][name] = error
+                if not error <= tolerance:
+                    ok = False
+                    print(f"DISAGREES: {baseline.name} ({case}) {name} relative max error {error:.3e} > "
+                          f"{tolerance:.3e}")
     return ok, errors, failures
 
 
@@ -523,9 +577,34 @@ def measure(baseline_type, problem, args):
 
 
 def parse_configs(text):
+    """[(P, response lengths)] of "all" or of NxP and P:R1/R2/... items (dualkv_bench's grammar)."""
     if text == "all":
         return DESIGN_CONFIGS
-    return [tuple(int(x) for x in item.split("x")) for item in text.split(",")]
+
+    def length(word, item):
+        if not word.isdigit() or int(word) < 1:
+            raise ValueError(f"--configs: lengths must be integers >= 1, got {word!r} in {item!r}")
+        return int(word)
+
+    configs = []
+    for item in text.split(","):
+        if ":" in item:
+            prompt, responses = item.split(":", 1)
+            configs.append((length(prompt, item), tuple(length(r, item) for r in responses.split("/"))))
+        elif "x" in item:
+            n, prompt = item.split("x", 1)
+            configs.append((length(prompt, item), (RESPONSE,) * length(n, item)))
+        else:
+            raise ValueError(f"--configs: expected NxP or P:R1/R2/... items, got {item!r}")
+    return configs
+
+
+def config_name(p, lengths, head_dim):
+    """dualkv_bench's name: N28_P4096, N32_P8192_R308-2038 (ragged), _d64 at head_dim 64."""
+    name = f"N{len(lengths)}_P{p}"
+    if len(set(lengths)) > 1:
+        name += f"_R{min(lengths)}-{max(lengths)}"
+    return name if head_dim == HEAD_DIM else f"{name}_d{head_dim}"
 
 
 def main():
@@ -543,7 +622,10 @@ def main():
     args = parser.parse_args()
     if args.head_dim <= 0:
         parser.error("--head-dim must be > 0")
-    suffix = "" if args.head_dim == HEAD_DIM else f"_d{args.head_dim}"
+    try:
+        configs = parse_configs(args.configs)
+    except ValueError as error:
+        parser.error(str(error))
     # One compiled flex kernel per shape and dtype; keep them all static rather than fall back.
     torch._dynamo.config.recompile_limit = 64
     torch._dynamo.config.automatic_dynamic_shapes = False
@@ -565,21 +647,30 @@ def main():
         skipped[dtype_name].update({name: {"status": "failed", "reason": why} for name, why in failures.items()})
         report["agreement"][dtype_name] = errors
         report["skipped"][dtype_name] = skipped[dtype_name]
-        print(f"agreement {dtype_name}: " + ", ".join(
-            f"{b} {max(e.values()):.2e}" for b, e in errors.items()), flush=True)
+        for case, case_errors in errors.items():
+            print(f"agreement {dtype_name} {case}: " + ", ".join(
+                f"{b} {max(e.values()):.2e}" for b, e in case_errors.items()), flush=True)
         if not ok:
             print("baselines disagree with the reference; not timing them", file=sys.stderr)
             sys.exit(1)
 
     for dtype_name in dtypes:
-        for n, p in parse_configs(args.configs):
-            problem = Problem(n, p, RESPONSE, HEADS, KV_HEADS, args.head_dim, DTYPES[dtype_name])
+        for p, lengths in configs:
+            problem = Problem(p, lengths, HEADS, KV_HEADS, args.head_dim, DTYPES[dtype_name])
             for baseline_type in selected:
-                entry = {"config": f"N{n}_P{p}{suffix}", "dtype": dtype_name, "baseline": baseline_type.name,
-                         "N": n, "P": p, "R": RESPONSE, "H": HEADS, "Hk": KV_HEADS, "d": args.head_dim}
+                responses = list(lengths) if problem.ragged else lengths[0]
+                entry = {"config": config_name(p, lengths, args.head_dim), "dtype": dtype_name,
+                         "baseline": baseline_type.name, "N": len(lengths), "P": p, "R": responses, "H": HEADS,
+                         "Hk": KV_HEADS, "d": args.head_dim}
                 if baseline_type.name in skipped[dtype_name]:
                     entry.update(skipped[dtype_name][baseline_type.name])
                     report["results"].append(entry)
+                    continue
+                if (reason := unsupported(baseline_type, problem)) is not None:
+                    entry.update(status="unsupported", reason=reason)
+                    report["results"].append(entry)
+                    print(f"{entry['config']:>12} {dtype_name} {entry['baseline']:>17}: unsupported ({reason})",
+                          flush=True)
                     continue
                 try:
                     entry.update(measure(baseline_type, problem, args))

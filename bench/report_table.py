@@ -11,7 +11,7 @@ forward+backward ms, peak GiB (each program's own measure: dualkv_bench the devi
 mark, baselines.py torch's allocator). TFLOP/s count design section 4's useful FLOPs for every
 method, also for baselines that compute more (the N-copy ones): forward 4 d H pairs, backward
 2.5x, with
-pairs = P(P+1)/2 + N(RP + R(R+1)/2).
+pairs = P(P+1)/2 + sum over responses of (RP + R(R+1)/2) (R a list in ragged entries).
 Each dualkv line ends with its speedup over the fastest composition (cudnn_composition,
 fa4_composition) in forward / backward / forward+backward, each against the composition fastest
 at that measure: composition ms / dualkv ms, so above 1 means dualkv is faster. Files that time
@@ -29,8 +29,9 @@ MEASURES = ("forward_ms", "backward_ms", "fb_ms", "forward_alone_ms")
 
 
 def forward_flops(entry):
-    n, p, r = entry["N"], entry["P"], entry["R"]
-    pairs = p * (p + 1) // 2 + n * (r * p + r * (r + 1) // 2)
+    p, r = entry["P"], entry["R"]
+    lengths = r if isinstance(r, list) else [r] * entry["N"]  # ragged entries list every response
+    pairs = p * (p + 1) // 2 + sum(length * p + length * (length + 1) // 2 for length in lengths)
     return 4 * entry["d"] * entry["H"] * pairs
 
 

@@ -28,3 +28,23 @@ def test_deterministic_runs_are_labelled_and_files_without_the_field_are_not(tmp
     methods = [line.split()[:3] for line in lines if line.startswith("  dualkv")]
     assert methods.count(["dualkv", "hopper", "det"]) == len(report["results"])
     assert len(methods) == 2 * len(report["results"])
+
+
+def test_ragged_entries_count_every_responses_pairs(tmp_path):
+    lengths, p, heads, head_dim = [1000, 2000], 8192, 32, 128
+    common = {"config": "N2_P8192_R1000-2000", "N": 2, "P": p, "R": lengths, "H": heads, "Hk": 8, "d": head_dim}
+    pairs = p * (p + 1) // 2 + sum(r * p + r * (r + 1) // 2 for r in lengths)
+    flops = 4 * head_dim * heads * pairs
+    dualkv = tmp_path / "dualkv.json"
+    dualkv.write_text(json.dumps({"device": "d", "kernel_family": "hopper", "results": [
+        {**common, "dtype": "bfloat16", "forward_ms": 1.0, "backward_ms": 2.0, "peak_bytes": 0}]}))
+    baselines = tmp_path / "baselines.json"
+    baselines.write_text(json.dumps({"device": "d", "torch": "t", "results": [
+        {**common, "dtype": "bf16", "baseline": "cudnn_composition", "status": "unsupported",
+         "reason": "equal lengths only"}]}))
+
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "report_table.py"), str(dualkv), str(baselines)],
+                            capture_output=True, text=True, check=True)
+    dualkv_line = next(line for line in result.stdout.splitlines() if line.startswith("  dualkv"))
+    assert dualkv_line.split()[2:6] == ["1.00", f"{flops / 1e9:.1f}", "2.00", f"{2.5 * flops / 2.0 / 1e9:.1f}"]
+    assert "cudnn_composition        unsupported (equal lengths only)" in result.stdout
