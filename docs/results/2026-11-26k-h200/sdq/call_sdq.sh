@@ -1,0 +1,32 @@
+#!/bin/bash
+# Session 23, one GPU (issue 11): the dQ GEMM by one consumer warpgroup (sdq.patch). At head_dim 128
+# (64-query steps) warpgroup 1 computes the whole 64 x 128 dQ tile (m64n128k16, 8 wgmmas) and
+# stages it as one 32 KiB block; warpgroup 2 skips dQ. Each wgmma then reads 6 KiB of shared
+# memory per 64x128x16 instead of 2 x 4 KiB for two 64x64x16 halves: 16 KiB less shared-memory
+# traffic per step (of about 400), half the dQ wgmma instructions, one bulk reduction per step.
+# Both consumer paths are compiled separately (240 registers each, no spills, no C7512).
+# Binaries built on the CPU machine (exp-xz/s23a.tar.xz): exp-bin/main23 (main, cc3eeff) and
+# exp-bin/sdq (main + sdq.patch). GPU suite and compute-sanitizer on sdq, then alternating rounds.
+cd "$(dirname "$0")/../../../.."
+LOG=$OUT/log.txt
+tar xJf exp-xz/s23a.tar.xz
+nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv > $LOG
+T=/tmp/s23/tests; mkdir -p $T
+timeout 240 exp-bin/sdq/dualkv_cuda_tests --gtest_brief=1 > $T/suite_sdq.txt 2>&1
+echo "suite sdq rc $? at $SECONDS s: $(tail -1 $T/suite_sdq.txt)" >> $LOG
+for tool in memcheck racecheck synccheck; do
+  timeout 150 compute-sanitizer --tool $tool --error-exitcode 3 exp-bin/sdq/dualkv_cuda_tests \
+    --gtest_filter='*Sanitizer*BackwardHopper*' --gtest_brief=1 > $T/sanitizer_$tool.txt 2>&1
+  echo "$tool rc=$? at $SECONDS s: $(grep -h 'ERROR SUMMARY' $T/sanitizer_$tool.txt | tail -1)" >> $LOG
+done
+tar czf $OUT/tests.tgz -C /tmp/s23 tests
+STEP0=8192:1312/2038/2027/1006/546/1504/1694/1866/917/1473/515/1128/1727/1788/607/1495/743/724/528/789/2029/411/1931/418/1420/1115/666/1525/514/901/308/481
+configs=28x4096,28x16384,16x65536,$STEP0
+for pass in "1 bf16" "1 fp16" "2 bf16" "3 bf16"; do
+  set -- $pass
+  for variant in main23 sdq; do
+    echo "== round $1 $2 $variant" >> $OUT/ab.txt
+    exp-bin/$variant/dualkv_bench --configs $configs --dtype $2 --kernel-family hopper 2>&1 | grep -E "^N[0-9]" | tail -4 >> $OUT/ab.txt
+  done
+  echo "round $1 $2 done at $SECONDS s" >> $LOG
+done
