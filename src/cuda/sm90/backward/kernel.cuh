@@ -14,18 +14,19 @@
 //       .add.f32, issued by lane 0) of each consumer warpgroup's staged dQ block into the step's
 //       slot of the fp32 accumulator.
 //   warpgroups 1 and 2, consumers: warpgroup w owns keys [64 (w - 1), 64 w) of the tile. Per step
-//     (FA3's order): S^T = K Q^T and dP^T = V dO^T issued together (wgmma, shared operands); P^T
-//     from S^T while dP^T still runs; dS^T once it lands (a masking pass only on boundary steps);
-//     dV += P^T dO (wgmma, P^T straight from registers). Atomic mode: dS^T to shared memory before
-//     dV is issued, one barrier of both consumer warpgroups, dQ = dS K once dV is done (wgmma over
-//     all 128 keys, a 64 x 64 block per warpgroup), dK += dS^T Q once dQ is done, and the dQ block
-//     handed to the dQ warp while dK runs: 8 16-byte stores per thread into the warpgroup's
-//     staging buffer in the accumulator's order (dq_accumulator.h), so the block is one
-//     contiguous 16 KiB. The reduction then leaves the SM in the background, instead of as 8
-//     `red.global` per consumer thread that the next step's first instructions wait behind
-//     (docs/perf_backward_notes.md, sessions 12-19). dK is not awaited: the next step's S^T and
-//     dP^T queue behind it (head_dim 128; with head_dim 64's 128-query steps it is awaited at the
-//     end of the step, for registers). Deterministic mode: dV and dK only.
+//     (FA4's order): the step's LSE read, S^T = K Q^T issued once Q has landed and dP^T = V dO^T
+//     right after, once dO has (wgmma, shared operands); P^T from S^T while dP^T still runs; dS^T
+//     once it lands (a masking pass only on boundary steps); dV += P^T dO (wgmma, P^T straight
+//     from registers). Atomic mode: dS^T to shared memory before dV is issued, one barrier of both
+//     consumer warpgroups, dQ = dS K once dV is done (wgmma over all 128 keys, a 64 x 64 block per
+//     warpgroup), dK += dS^T Q once dQ is done, and the dQ block handed to the dQ warp while dK
+//     runs: 8 16-byte stores per thread into the warpgroup's staging buffer in the accumulator's
+//     order (dq_accumulator.h), so the block is one contiguous 16 KiB. The reduction then leaves
+//     the SM in the background, instead of as 8 `red.global` per consumer thread that the next
+//     step's first instructions wait behind (docs/perf_backward_notes.md, sessions 12-19). dK is
+//     not awaited: the next step's S^T and dP^T queue behind it (head_dim 128; with head_dim 64's
+//     128-query steps it is awaited at the end of the step, for registers). Deterministic mode: dV
+//     and dK only.
 //
 // Pipeline: K and V on one transaction barrier; Q+LSE and dO+D (TMA tile + bulk copy of the
 // workspace's stats rows) each through kStages buffers of CUTLASS's PipelineTmaAsync (full: TMA
@@ -287,10 +288,13 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
     const int query_rows = min(kBlockM, step.segment_end - step.begin);
     q_pipeline.consumer_wait(q_state);
-    do_pipeline.consumer_wait(do_state);
+    // dO is waited for only once S^T is issued (below), except on boundary steps, whose rows past
+    // the segment are zeroed in both tiles first.
+    const bool partial_step = query_rows < kBlockM;
+    if (partial_step) do_pipeline.consumer_wait(do_state);
     const int q_stage = q_state.index();
     const int do_stage = do_state.index();
-    if (query_rows < kBlockM) {
+    if (partial_step) {
       Tensor q_tile = sQ(_, _, q_stage);
       Tensor do_tile = sdO(_, _, do_stage);
       zero_rows<Config>(q_tile, kBlockM, query_rows, thread);
@@ -300,7 +304,20 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
 
     Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
     Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+    using ScoresByQuery = decltype(make_tensor(acc_s.data(), accumulator_rows_by_columns(acc_s.layout())));
+    const int stats_skip = step.begin & 3;  // stats_row starts up to 3 queries early
+    // With 16 queries per thread (64-query steps) LSE and D go to registers ahead of their use; with
+    // 128-query steps (head_dim 64) a thread holds 32 and that spills, so there they are read where
+    // they are used. FA4's order, 2-4% faster at head_dim 128 than reading LSE after both issues
+    // and waiting for Q and dO together (docs/perf.md, session 23; either change alone is not): LSE
+    // is read before S^T is issued, and dO is waited for between the S^T and dP^T issues, so S^T
+    // starts as soon as Q has landed (dO lands after it: the producer loads Q first). D is read
+    // while dP^T runs.
+    constexpr bool kEarlyStats = kBlockM == 64;
+    const auto lse_log2 =
+        query_stats<kEarlyStats, 1, ScoresByQuery>(score_coords_rc, shared.lse_log2[q_stage] + stats_skip);
     warpgroup_gemm<true, -1>(mma_sdp, tSrK, tSrQ(_, _, _, q_stage), acc_s);
+    if (!partial_step) do_pipeline.consumer_wait(do_state);
     warpgroup_gemm<true, -1>(mma_sdp, tSrV, tSrdO(_, _, _, do_stage), acc_dp);
 
     // The causal mask applies when the query tile is in the key tile's own segment.
@@ -315,19 +332,11 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     // P while the dP GEMM runs, then dS; the unmasked math on every step and a separate masking
     // pass on boundary steps (masking inside the math put ~15 predicated instructions per score
     // on every step).
-    const int stats_skip = step.begin & 3;  // stats_row starts up to 3 queries early
-    // LSE and D are loaded before the waits for S and dP (their loads then overlap the GEMMs) when a
-    // thread holds 16 queries; with 128-query steps (head_dim 64) it holds 32 and that spills, so
-    // there they are read where they are used.
-    constexpr bool kEarlyStats = kBlockM == 64;
-    const auto lse_log2 =
-        query_stats<kEarlyStats, 1, decltype(s_rc)>(score_coords_rc, shared.lse_log2[q_stage] + stats_skip);
     warpgroup_wait<1>();
     warpgroup_fence_operand(acc_s);
     if (q_release_pending) q_pipeline.consumer_release(q_release_state);  // that dK was committed before S^T
     softmax_probabilities<1>(s_rc, lse_log2, scale_log2);
-    const auto delta =
-        query_stats<kEarlyStats, 1, decltype(s_rc)>(score_coords_rc, shared.delta[do_stage] + stats_skip);
+    const auto delta = query_stats<kEarlyStats, 1, ScoresByQuery>(score_coords_rc, shared.delta[do_stage] + stats_skip);
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_dp);
     softmax_score_gradients<1>(s_rc, dp_rc, delta);
