@@ -304,7 +304,8 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
 
     Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
     Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-    using ScoresByQuery = decltype(make_tensor(acc_s.data(), accumulator_rows_by_columns(acc_s.layout())));
+    Tensor s_rc = make_tensor(acc_s.data(), accumulator_rows_by_columns(acc_s.layout()));
+    Tensor dp_rc = make_tensor(acc_dp.data(), accumulator_rows_by_columns(acc_dp.layout()));
     const int stats_skip = step.begin & 3;  // stats_row starts up to 3 queries early
     // With 16 queries per thread (64-query steps) LSE and D go to registers ahead of their use; with
     // 128-query steps (head_dim 64) a thread holds 32 and that spills, so there they are read where
@@ -315,7 +316,7 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     // while dP^T runs.
     constexpr bool kEarlyStats = kBlockM == 64;
     const auto lse_log2 =
-        query_stats<kEarlyStats, 1, ScoresByQuery>(score_coords_rc, shared.lse_log2[q_stage] + stats_skip);
+        query_stats<kEarlyStats, 1, decltype(s_rc)>(score_coords_rc, shared.lse_log2[q_stage] + stats_skip);
     warpgroup_gemm<true, -1>(mma_sdp, tSrK, tSrQ(_, _, _, q_stage), acc_s);
     if (!partial_step) do_pipeline.consumer_wait(do_state);
     warpgroup_gemm<true, -1>(mma_sdp, tSrV, tSrdO(_, _, _, do_stage), acc_dp);
@@ -327,8 +328,6 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     const auto visible = [&](int n, int m) {
       return n < work.key_rows && m < query_rows && (!causal || key_begin + n <= step.begin + m);
     };
-    Tensor s_rc = make_tensor(acc_s.data(), accumulator_rows_by_columns(acc_s.layout()));
-    Tensor dp_rc = make_tensor(acc_dp.data(), accumulator_rows_by_columns(acc_dp.layout()));
     // P while the dP GEMM runs, then dS; the unmasked math on every step and a separate masking
     // pass on boundary steps (masking inside the math put ~15 predicated instructions per score
     // on every step).
@@ -336,7 +335,8 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     warpgroup_fence_operand(acc_s);
     if (q_release_pending) q_pipeline.consumer_release(q_release_state);  // that dK was committed before S^T
     softmax_probabilities<1>(s_rc, lse_log2, scale_log2);
-    const auto delta = query_stats<kEarlyStats, 1, ScoresByQuery>(score_coords_rc, shared.delta[do_stage] + stats_skip);
+    const auto delta =
+        query_stats<kEarlyStats, 1, decltype(s_rc)>(score_coords_rc, shared.delta[do_stage] + stats_skip);
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_dp);
     softmax_score_gradients<1>(s_rc, dp_rc, delta);
