@@ -279,6 +279,9 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   int ds_stage = 0;
   // Atomic mode: a step's dK GEMM still runs when the next step's S^T and dP^T are issued, so the
   // tensor pipe does not drain between steps; its Q stage goes back once S^T is seen complete.
+  // Waiting for it at the end of its step (FA4's order) costs 3-6%, and waiting for it before dP^T
+  // is issued 2-4% (docs/perf.md, session 24), though either frees the registers an 80-query step
+  // would need.
   // With 128-query steps (head_dim 64) S^T and dP^T hold 64 + 64 accumulators per thread, which do
   // not fit beside dK's register operand: ptxas then serialises every wgmma (C7512), so there dK
   // is waited for at the end of its step.
