@@ -1,0 +1,43 @@
+#!/bin/bash
+# Session 25, one H200 (issue 11): w4 (w4.patch). w3 (../w3/) walked the response rectangle first
+# but its CTAs did not stay in lock-step: DRAM bytes unchanged, -1 to -3.5%. Only the first wave
+# of a KV head's prompt tiles starts together; the next wave starts as those finish, staggered by
+# their prompt parts. w4 alternates the walk order by wave (blockIdx / SMs): even waves walk the
+# responses (every head) then their prompt part backward from its last query tile; odd waves walk
+# their prompt part forward (heads innermost) then the responses. Heaviest first, the first SM
+# free in an odd wave ran the lightest tile of the even wave and takes the heaviest, so the odd
+# wave's tiles reach the prompt's end, and the rectangle, together, and finish together. GPU suite
+# on w4, ncu with the clock left alone at (28, 16K), then main and w4 in three alternating rounds at
+# three design shapes and the step's ragged shape with nvidia-smi sampling clock and power.
+# Binaries: exp-xz/s25d.tar.xz (exp-bin/s23 = main, exp-bin/w4: main + w4.patch).
+cd "$(dirname "$0")/../../../.."
+LOG=$OUT/log.txt
+SUMMARY=docs/results/2026-11-27-h200/clock2/clock_summary.py
+tar xJf exp-xz/s25d.tar.xz
+nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv > $LOG
+timeout 240 exp-bin/w4/dualkv_cuda_tests --gtest_brief=1 > $OUT/suite_w4.txt 2>&1
+echo "suite w4 rc $? at $SECONDS s: $(tail -1 $OUT/suite_w4.txt)" >> $LOG
+M=gpu__time_duration.sum,sm__cycles_elapsed.avg,smsp__inst_executed.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct
+for v in s23 w4; do
+  echo "== $v" >> $OUT/ncu.txt
+  timeout 120 ncu --clock-control none --metrics $M --kernel-name regex:'backward_kv_kernel' --launch-skip 4 \
+    --launch-count 1 exp-bin/$v/dualkv_bench --configs 28x16384 --dtype bf16 --kernel-family hopper --repeats 10 \
+    --warmups 0 2>&1 | grep -E "duration|cycles_elapsed|inst_executed|hmma|dram__|hit_rate" >> $OUT/ncu.txt
+done
+echo "ncu done at $SECONDS s" >> $LOG
+STEP0=8192:1312/2038/2027/1006/546/1504/1694/1866/917/1473/515/1128/1727/1788/607/1495/743/724/528/789/2029/411/1931/418/1420/1115/666/1525/514/901/308/481
+for round in 1 2 3; do
+  for v in s23 w4; do
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv,noheader,nounits -lms 20 > /tmp/smi.csv &
+    smi=$!
+    begin=$(date +%s.%N)
+    echo "== round $round $v" >> $OUT/ab.txt
+    exp-bin/$v/dualkv_bench --configs 28x4096,28x16384,16x65536,$STEP0 --dtype bf16 --kernel-family hopper 2>&1 \
+      | grep -E "^N[0-9]" >> $OUT/ab.txt
+    end=$(date +%s.%N)
+    kill $smi
+    echo "window $begin $end" > /tmp/window.txt
+    python3 $SUMMARY "round $round $v" /tmp/smi.csv /tmp/window.txt >> $OUT/ab.txt
+  done
+  echo "round $round done at $SECONDS s" >> $LOG
+done
