@@ -84,13 +84,11 @@ struct BackwardConfig {
       decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
                                    cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockM>, cute::Int<kStages>>{},
                                    cute::Step<cute::_2, cute::_1, cute::_3>{}));
-  // (queries, keys, stage): dS as the A operand of dQ, queries contiguous ...
+  // (queries, keys, stage): dS as the A operand of dQ, queries contiguous; the dS^T accumulator is
+  // stored into it by stmatrix (ds_store.cuh).
   using SmemLayoutDs =
       decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
                                    cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>, cute::Int<kStages>>{}));
-  // ... and the same bytes as (keys, queries, stage), where the dS^T accumulator is stored.
-  using SmemLayoutDsT = decltype(cute::composition(SmemLayoutDs{}.layout_a(), SmemLayoutDs{}.offset(),
-                                                   cute::select<1, 0, 2>(SmemLayoutDs{}.layout_b())));
 
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
   // LSE and D of a step: block_m floats at any token, bulk-copied from the 16-byte aligned start

@@ -60,6 +60,7 @@
 #include "cuda/common/softmax_backward.cuh"
 #include "cuda/sm90/backward/config.cuh"
 #include "cuda/sm90/backward/dq_accumulator.h"
+#include "cuda/sm90/backward/ds_store.cuh"
 #include "cuda/sm90/backward/launch.h"
 #include "cuda/sm90/common/fragments.cuh"
 #include "cuda/sm90/common/hide_from_hoisting.cuh"
@@ -236,7 +237,6 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   Tensor sQt = make_tensor(make_smem_ptr(shared.q), typename Config::SmemLayoutQueryT{});
   Tensor sdOt = make_tensor(make_smem_ptr(shared.dout), typename Config::SmemLayoutQueryT{});
   Tensor sdS = make_tensor(make_smem_ptr(shared.ds), typename Config::SmemLayoutDs{});
-  Tensor sdSt = make_tensor(make_smem_ptr(shared.ds), typename Config::SmemLayoutDsT{});
 
   typename Config::TiledMmaSdP mma_sdp;
   typename Config::TiledMmaKV mma_kv;
@@ -252,11 +252,7 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   Tensor tKVrdOt = slice_kv.partition_fragment_B(sdOt);
   Tensor tDqrdS = slice_dq.partition_fragment_A(sdS);
   Tensor tDqrKt = slice_dq.partition_fragment_B(sKt);
-  // dS^T leaves the accumulator by stmatrix (8 x 8 blocks of 16-byte rows, queries contiguous):
-  // 4 instructions per thread instead of 32 scalar stores, each with its own swizzled address.
-  auto ds_store = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_sdp);
-  auto ds_store_thread = ds_store.get_thread_slice(thread);
-  Tensor tDSsdSt = ds_store_thread.partition_D(sdSt);
+  const DsTransposedStore<Config> ds_store(shared.ds, thread);
 
   Tensor score_coords = slice_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
   Tensor score_coords_rc = make_tensor(score_coords.data(), accumulator_rows_by_columns(score_coords.layout()));
@@ -353,7 +349,7 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     if constexpr (kAccumulateDq) {
       // dS^T to this step's buffer. The other warpgroup read this buffer two steps ago and has
       // since passed the previous step's dS barrier, which it reached after that dQ GEMM's wait.
-      copy(ds_store, ds_store_thread.retile_S(score_gradients), tDSsdSt(_, _, _, ds_stage));
+      ds_store.store(score_gradients, ds_stage);
       warpgroup_gemm<false, -1>(mma_kv, tKVrP, tKVrdOt(_, _, _, do_stage), acc_dv);
       publish_to_consumers<Config>(kDsWrittenBarrier);
       // dQ once dV is done (P^T's registers die: room for the dQ accumulator), then dK, whose
