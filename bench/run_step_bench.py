@@ -26,7 +26,7 @@ scaling: FSDP2's mean over the W ranks is the micro-batch's gradient, since each
 gives W times its share (python/dualkv/training/parallel.py). Token counts, tokens/s and MFU count
 each group once; MFU is per GPU over all of them.
 Reported per (P, N, method): median step time over --repeats after --warmup steps (FlexAttention
-compiles then), tokens/s (packed and N-copy), peak memory (max over ranks), MFU honest
+compiles then; --warmup-micro-batches K warms up on the step's first K micro-batches only), tokens/s (packed and N-copy), peak memory (max over ranks), MFU honest
 (deduplicated FLOPs) and effective (N-copy FLOPs) per GPU (bench/step_workload.py), and the
 largest micro-batch in responses that fits (doubling from 1 up to --max-fit, one process only: an
 out-of-memory on one rank would leave the others waiting in a collective). Each size is probed
@@ -208,10 +208,10 @@ def _run_method(method, policy, groups, micro_batch, args, device, world, sequen
 
 
 def _timed_steps(policy, micro_batches, advantages: dict, args, device) -> tuple[list[float], dict]:
-    """--warmup steps, then --repeats timed ones: their times and the last one's old log-probs.
-    Peak memory counts from after the warmup."""
+    """--warmup steps (of the first --warmup-micro-batches micro-batches), then --repeats timed
+    ones: their times and the last one's old log-probs. Peak memory counts from after the warmup."""
     for _ in range(args.warmup):
-        _step(policy, micro_batches, advantages)
+        _step(policy, micro_batches[: args.warmup_micro_batches], advantages)
     _synchronize(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -368,6 +368,9 @@ def _parse(argv):
                         help="Ulysses sequence-parallel group size, dividing the number of processes (default 1; "
                              "every method)")
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--warmup-micro-batches", type=int,
+                        help="a warm-up step runs only the step's first K micro-batches (default: all): the "
+                             "same kernels and shapes, for steps too long to run twice")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-fit", type=int, default=256, help="largest micro-batch tried (responses)")
     parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak (default: by its name)")
@@ -381,7 +384,7 @@ def _parse(argv):
                              "length (dynamic: what a trainer whose stream length changes every step runs)")
     parser.add_argument("--out", default="build/step-bench", help="folder for the JSON, table and plot")
     args = parser.parse_args(argv)
-    for name in ("groups", "repeats", "max_fit", "layers", "micro_batch", "sp"):
+    for name in ("groups", "repeats", "max_fit", "layers", "micro_batch", "sp", "warmup_micro_batches"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')}: must be >= 1, got {value}")

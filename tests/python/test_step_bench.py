@@ -205,7 +205,8 @@ def _tiny_policy():
 
 
 def _args(**overrides):
-    settings = {"max_fit": 4, "response_length": [3, 9], "seed": 0, "warmup": 1, "repeats": 2, **overrides}
+    settings = {"max_fit": 4, "response_length": [3, 9], "seed": 0, "warmup": 1, "warmup_micro_batches": None,
+                "repeats": 2, **overrides}
     return argparse.Namespace(**settings)
 
 
@@ -273,6 +274,16 @@ def test_timed_step_out_of_memory_retries_at_half_the_size(monkeypatch):
 
     result, _ = _run_with_memory_limit(monkeypatch, limit=8)
     assert result["status"] == "ok" and result["micro_batch"] == 8 and result["oom_micro_batches"] == []
+
+
+@pytest.mark.parametrize(("warmup_micro_batches", "warmed"), [(None, 4), (1, 1), (9, 4)])
+def test_warmup_steps_run_the_first_micro_batches_only_when_asked(warmup_micro_batches, warmed, monkeypatch):
+    stepped = []
+    monkeypatch.setattr(bench, "_step", lambda policy, micro_batches, advantages: stepped.append(len(micro_batches)))
+    args = _args(warmup=2, warmup_micro_batches=warmup_micro_batches)
+    times, _ = bench._timed_steps(None, ["mb"] * 4, {}, args, torch.device("cpu"))
+    assert stepped == [warmed, warmed, 4, 4] and len(times) == 2
+    assert bench._parse(["--warmup-micro-batches", "2"]).warmup_micro_batches == 2
 
 
 def test_timed_step_out_of_memory_at_one_response_or_on_several_ranks(monkeypatch):
