@@ -26,8 +26,9 @@ scaling: FSDP2's mean over the W ranks is the micro-batch's gradient, since each
 gives W times its share (python/dualkv/training/parallel.py). Token counts, tokens/s and MFU count
 each group once; MFU is per GPU over all of them.
 Reported per (P, N, method): median step time over --repeats after --warmup steps (FlexAttention
-compiles then; --warmup-micro-batches K warms up on the step's first K micro-batches only), tokens/s (packed and N-copy), peak memory (max over ranks), MFU honest
-(deduplicated FLOPs) and effective (N-copy FLOPs) per GPU (bench/step_workload.py), and the
+compiles then; --warmup-micro-batches K warms up on the step's first K micro-batches only),
+tokens/s (packed and N-copy), peak memory (max over ranks), MFU honest (deduplicated FLOPs) and
+effective (N-copy FLOPs) per GPU (bench/step_workload.py), and the
 largest micro-batch in responses that fits (doubling from 1 up to --max-fit, one process only: an
 out-of-memory on one rank would leave the others waiting in a collective). Each size is probed
 with the step itself, on synthetic groups of the same P and N, moved to the device as the timed
