@@ -1,6 +1,7 @@
 """Ulysses sequence parallelism (dualkv.distributed.ulysses_attention) on 2 and 4 gloo processes
 against the single-process op: forward, dq, dk, dv, pad rows, every K/V head-sharing regime; and
-with a custom attention_fn between the exchanges against that function on the whole stream."""
+with a custom attention_fn between the exchanges against that function on the whole stream. The
+same cases on 2 and 4 GPUs over NCCL, in bf16 through the CUDA kernels, where GPUs are present."""
 
 import itertools
 
@@ -50,14 +51,29 @@ def _dualkv_attention(q, k, v, layout, scale):
     return dualkv.attention(q, k, v, layout, softmax_scale=scale)
 
 
-def _reference(heads, kv_heads, seed, scale, attention_fn):
+class _Setting:
+    """Where a case runs: the CPU processes in fp32 (assert_close's default tolerances), or each rank's GPU
+    in bf16."""
+
+    def __init__(self, lengths, head_dim, device=None, dtype=torch.float32, tolerance=None):
+        self.lengths, self.head_dim, self.device, self.dtype = lengths, head_dim, device, dtype
+        self.tolerance = tolerance or {}
+
+    def randn(self, gen, *shape):
+        return torch.randn(*shape, generator=gen).to(self.device, self.dtype)
+
+
+CPU = _Setting(LAYOUT_LENGTHS, HEAD_DIM)
+
+
+def _reference(setting, heads, kv_heads, seed, scale, attention_fn):
     gen = torch.Generator().manual_seed(seed)
-    layout = dualkv.Layout.from_lengths(*LAYOUT_LENGTHS)
+    layout = dualkv.Layout.from_lengths(*setting.lengths)
     tokens = layout.num_tokens
-    q = torch.randn(tokens, heads, HEAD_DIM, generator=gen).requires_grad_()
-    k = torch.randn(tokens, kv_heads, HEAD_DIM, generator=gen).requires_grad_()
-    v = torch.randn(tokens, kv_heads, HEAD_DIM, generator=gen).requires_grad_()
-    dout = torch.randn(tokens, heads, HEAD_DIM, generator=gen)
+    q = setting.randn(gen, tokens, heads, setting.head_dim).requires_grad_()
+    k = setting.randn(gen, tokens, kv_heads, setting.head_dim).requires_grad_()
+    v = setting.randn(gen, tokens, kv_heads, setting.head_dim).requires_grad_()
+    dout = setting.randn(gen, tokens, heads, setting.head_dim)
     out = attention_fn(q, k, v, layout, scale)
     out.backward(dout)
     return layout, (q, k, v), dout, out.detach(), (q.grad, k.grad, v.grad)
@@ -65,7 +81,7 @@ def _reference(heads, kv_heads, seed, scale, attention_fn):
 
 def _shard(full, rank, rows, gen):
     """This rank's rows of `full`, the stream padded at its end with random (ignored) rows."""
-    padded = torch.cat([full.detach(), torch.randn(rows * 8, *full.shape[1:], generator=gen)])
+    padded = torch.cat([full.detach(), torch.randn(rows * 8, *full.shape[1:], generator=gen).to(full)])
     return padded[rank * rows : (rank + 1) * rows].clone()
 
 
@@ -74,11 +90,12 @@ def _zero_padded_rows(full, rank, rows):
     return padded[rank * rows : (rank + 1) * rows]
 
 
-def _check_case(rank, world, heads, kv_heads, extra_rows, scale, attention_fn=None):
+def _check_case(rank, world, heads, kv_heads, extra_rows, scale, attention_fn=None, setting=CPU):
     """ulysses_attention on this rank's shard against `attention_fn` (None: dualkv's op) on the whole
     stream in this process."""
+    seed = heads * 100 + kv_heads
     layout, inputs, dout, ref_out, ref_grads = _reference(
-        heads, kv_heads, seed=heads * 100 + kv_heads, scale=scale, attention_fn=attention_fn or _dualkv_attention
+        setting, heads, kv_heads, seed, scale, attention_fn=attention_fn or _dualkv_attention
     )
     rows = -(-layout.num_tokens // world) + extra_rows
     gen = torch.Generator().manual_seed(rank)
@@ -86,18 +103,20 @@ def _check_case(rank, world, heads, kv_heads, extra_rows, scale, attention_fn=No
     out = ulysses_attention(q, k, v, layout, None, softmax_scale=scale, attention_fn=attention_fn)
     out.backward(_shard(dout, rank, rows, gen))
     what = f"rank {rank}/{world}, H={heads}, Hk={kv_heads}, rows={rows}, attention_fn={attention_fn}"
-    torch.testing.assert_close(out, _zero_padded_rows(ref_out, rank, rows), msg=lambda m: f"out, {what}: {m}")
+    close = setting.tolerance
+    torch.testing.assert_close(out, _zero_padded_rows(ref_out, rank, rows), **close, msg=lambda m: f"out, {what}: {m}")
     for name, got, expected in zip("qkv", (q.grad, k.grad, v.grad), ref_grads):
         torch.testing.assert_close(
-            got, _zero_padded_rows(expected, rank, rows), msg=lambda m, n=name: f"d{n}, {what}: {m}"
+            got, _zero_padded_rows(expected, rank, rows), **close, msg=lambda m, n=name: f"d{n}, {what}: {m}"
         )
 
 
-def _body(rank, world):
+def _body(rank, world, setting=CPU):
     for case, (heads, kv_heads) in enumerate(CASES[world]):
         # One case per W adds a whole pad block at the end (a bucket-padded stream) and a custom scale.
-        _check_case(rank, world, heads, kv_heads, extra_rows=int(case == 0), scale=0.3 if case == 0 else None)
-    if world == 2:
+        scale = 0.3 if case == 0 else None
+        _check_case(rank, world, heads, kv_heads, extra_rows=int(case == 0), scale=scale, setting=setting)
+    if world == 2 and setting is CPU:
         _check_errors()
 
 
@@ -124,6 +143,27 @@ def _check_errors():
 @pytest.mark.parametrize("world", sorted(CASES))
 def test_ulysses_attention_equals_single_process_op(world, tmp_path):
     run_ranks(world, tmp_path, _body)
+
+
+def _gpu_setting():
+    # Awkward lengths (a prompt of 130 and of 17; responses of 1, 64, 127 and 129 rows) so that the
+    # kernels' boundary tiles and the shards' boundaries fall inside segments; head_dim 64, bf16.
+    # Each case sums replicated K/V heads' gradients in bf16 (one more rounding than the
+    # single-process op's in-kernel sum): tolerances of a few bf16 steps of the values' O(1) scale.
+    lengths = ([130, 17], [[129, 1, 64], [127, 3]])
+    return _Setting(lengths, 64, torch.device("cuda", torch.cuda.current_device()), torch.bfloat16,
+                    dict(rtol=2e-2, atol=2e-2))
+
+
+def _gpu_body(rank, world):
+    _body(rank, world, _gpu_setting())
+
+
+@pytest.mark.parametrize("world", sorted(CASES))
+def test_ulysses_attention_on_gpus_over_nccl_equals_single_gpu_op(world, tmp_path):
+    if torch.cuda.device_count() < world or not dualkv.cuda_compiled():
+        pytest.skip(f"needs {world} GPUs and dualkv's CUDA kernels")
+    run_ranks(world, tmp_path, _gpu_body, backend="nccl")
 
 
 def _causal_stream_attention(q, k, v, layout, scale):

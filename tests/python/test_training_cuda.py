@@ -1,5 +1,6 @@
-"""FSDP2 policy update on 2 GPUs (NCCL), sequence parallelism 1 and 2, against the same update on
-1 GPU: loss, gradient norm and the parameters after one step, within bf16 tolerance.
+"""FSDP2 policy update on 2 GPUs (NCCL), sequence parallelism 1 and 2, and on 4 GPUs, SP 2 and 4
+(SP 4 is above the model's Hk = 2, so K/V heads are replicated), against the same update on 1 GPU:
+loss, gradient norm and the parameters after one step, within bf16 tolerance.
 
 bf16 compute with fp32 reduction and master weights, activation checkpointing, several micro-batches
 (one group split). The optimizer is SGD so that the parameters after the step compare every
@@ -59,14 +60,17 @@ def _update(rank, world, sp, out_dir):
         torch.save({"metrics": metrics, "delta": delta}, out_dir / f"world{world}-sp{sp}.pt")
 
 
-def test_fsdp2_on_two_gpus_with_sp_1_and_2_equals_one_gpu(tmp_path):
+@pytest.mark.parametrize("world, sp_sizes", [(2, (1, 2)), (4, (2, 4))])
+def test_fsdp2_with_sequence_parallelism_equals_one_gpu(world, sp_sizes, tmp_path):
+    if torch.cuda.device_count() < world:
+        pytest.skip(f"needs {world} GPUs")
     run_ranks(1, tmp_path, _update, 1, tmp_path, backend="nccl")
     expected = torch.load(tmp_path / "world1-sp1.pt")
     assert expected["metrics"]["split_groups"], "the budget should split a group"
-    for sp in (1, 2):
-        run_ranks(2, tmp_path, _update, sp, tmp_path, backend="nccl")
-        got = torch.load(tmp_path / f"world2-sp{sp}.pt")
-        what = f"2 GPUs, sp={sp}"
+    for sp in sp_sizes:
+        run_ranks(world, tmp_path, _update, sp, tmp_path, backend="nccl")
+        got = torch.load(tmp_path / f"world{world}-sp{sp}.pt")
+        what = f"{world} GPUs, sp={sp}"
         assert got["metrics"]["loss"] == pytest.approx(expected["metrics"]["loss"], rel=RELATIVE, abs=LOSS_FLOOR), what
         assert got["metrics"]["grad_norm"] == pytest.approx(expected["metrics"]["grad_norm"], rel=RELATIVE), what
         for name, reference in expected["delta"].items():
