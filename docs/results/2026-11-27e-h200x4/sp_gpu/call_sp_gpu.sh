@@ -16,4 +16,4 @@ timeout 300 python3 -m pytest -q -rs tests/python/test_distributed_ulysses.py te
 echo "sp tests rc $? at $SECONDS s" >> $OUT/log.txt
 timeout $((560 - SECONDS)) python3 -m pytest -q -rs tests/python -k cuda > $OUT/cuda_tests.log 2>&1
 echo "cuda tests rc $? at $SECONDS s" >> $OUT/log.txt
-tail -3 $OUT/sp_tests.log $OUT/cuda_tests.log >> $OUT/log.txt
+for f in sp_tests cuda_tests; do tail -n 3 $OUT/$f.log >> $OUT/log.txt; done
