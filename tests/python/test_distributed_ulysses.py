@@ -146,7 +146,7 @@ def test_ulysses_attention_equals_single_process_op(world, tmp_path):
 
 
 def _gpu_setting():
-    # Awkward lengths (a prompt of 130 and of 17; responses of 1, 64, 127 and 129 rows) so that the
+    # Awkward lengths (prompts of 130 and 17 rows; responses of 129, 1, 64, 127 and 3) so that the
     # kernels' boundary tiles and the shards' boundaries fall inside segments; head_dim 64, bf16.
     # Each case sums replicated K/V heads' gradients in bf16 (one more rounding than the
     # single-process op's in-kernel sum): tolerances of a few bf16 steps of the values' O(1) scale.

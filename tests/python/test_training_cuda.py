@@ -60,12 +60,19 @@ def _update(rank, world, sp, out_dir):
         torch.save({"metrics": metrics, "delta": delta}, out_dir / f"world{world}-sp{sp}.pt")
 
 
+@pytest.fixture(scope="module")
+def one_gpu_update(tmp_path_factory):
+    """The update on 1 GPU, run once for every multi-GPU case."""
+    out_dir = tmp_path_factory.mktemp("one_gpu")
+    run_ranks(1, out_dir, _update, 1, out_dir, backend="nccl")
+    return torch.load(out_dir / "world1-sp1.pt")
+
+
 @pytest.mark.parametrize("world, sp_sizes", [(2, (1, 2)), (4, (2, 4))])
-def test_fsdp2_with_sequence_parallelism_equals_one_gpu(world, sp_sizes, tmp_path):
+def test_fsdp2_with_sequence_parallelism_equals_one_gpu(world, sp_sizes, one_gpu_update, tmp_path):
     if torch.cuda.device_count() < world:
         pytest.skip(f"needs {world} GPUs")
-    run_ranks(1, tmp_path, _update, 1, tmp_path, backend="nccl")
-    expected = torch.load(tmp_path / "world1-sp1.pt")
+    expected = one_gpu_update
     assert expected["metrics"]["split_groups"], "the budget should split a group"
     for sp in sp_sizes:
         run_ranks(world, tmp_path, _update, sp, tmp_path, backend="nccl")
