@@ -182,6 +182,8 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   k.dq_accum_scale = blocks.portable == nullptr ? p.softmax_scale : 1.f;
   k.cu_seqlens = plan.cu_seqlens;
   k.num_segments = static_cast<int>(layout.num_segments());
+  k.cu_groups = plan.cu_groups;
+  k.num_groups = static_cast<int>(layout.num_groups());
   k.key_tiles = plan.key_tiles;
   k.query_tiles = plan.query_tiles;
   k.num_key_tiles = static_cast<int>(plan.num_key_tiles);

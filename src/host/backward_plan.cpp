@@ -90,6 +90,7 @@ PlanImage backward_plan_image(const Layout& layout, int key_block, int query_blo
   image.append(layout.cu_seqlens());
   image.append(plan_key_tiles(layout, key_block, query_block));
   image.append(dq_query_block > 0 ? plan_query_tiles(layout, dq_query_block) : std::vector<TileWork>{});
+  image.append(layout.cu_groups());
   return image;
 }
 

@@ -19,6 +19,8 @@
 //   cu_seqlens int32 (S + 1): the layout's segment offsets, for the kernels' query/key ranges
 //   key tiles  TileWork[]
 //   query tiles TileWork[], empty unless the dQ kernel runs (deterministic mode)
+//   cu_groups  int32 (G + 1): the layout's group offsets in segments, for the runs of the Hopper
+//              dQ accumulator (sm90/backward/dq_accumulator.h)
 // Device workspace of one call (one allocation, every region 16-byte aligned):
 //   dq_accum   fp32 (H, T, d), contiguous; only when dQ is accumulated with atomics
 //   delta      fp32 (H, T') rows of stats_row_stride = T rounded up to 4 floats, so each head's row
@@ -67,7 +69,7 @@ std::vector<TileWork> plan_query_tiles(const Layout& layout, int query_block);
 int64_t count_tiles(const Layout& layout, int block);
 
 // The regions of backward_plan_image, in order.
-enum BackwardPlanRegion : size_t { kCuSeqlensRegion, kKeyTilesRegion, kQueryTilesRegion };
+enum BackwardPlanRegion : size_t { kCuSeqlensRegion, kKeyTilesRegion, kQueryTilesRegion, kCuGroupsRegion };
 
 // The device plan of a backward with key tiles of key_block tokens walked in query steps of
 // query_block, and query tiles of dq_query_block tokens (0: no dQ kernel, no query tiles).

@@ -101,7 +101,10 @@ void expect_tiles_cover_every_token_once(const std::vector<TileWork>& tiles, con
 
 // The kernels' walk of a key tile (QueryWalk, for KV head 1 of a layout with 2 query heads per KV
 // head): heads 2 and 3 in turn, each over the same query tiles, which together hold every query
-// that sees a key of the tile exactly once, and only tiles with at least one such query.
+// that sees a key of the tile exactly once, and only tiles with at least one such query. Tiles
+// start at multiples of the block from their run's start (the group's prompt, or its first
+// response), rows outside a step's queries are in the run, and a step is causal exactly when its
+// queries are in the key tile's segment.
 template <typename Mask>
 void expect_walk_covers_the_tile_queries(const Layout& layout, const Mask& mask, const TileWork& tile, int64_t key_end,
                                          int query_block) {
@@ -113,11 +116,22 @@ void expect_walk_covers_the_tile_queries(const Layout& layout, const Mask& mask,
   };
   const QueryWalk walk = QueryWalk::of_key_tile(layout.cu_seqlens().data(), tile, 1, 2, query_block);
   std::vector<std::vector<int>> covered(2, std::vector<int>(mask.size(), 0));
+  const std::vector<int32_t>& offsets = layout.cu_seqlens();
   for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
     ASSERT_TRUE(step.head == 2 || step.head == 3) << "head " << step.head;
-    const int64_t end = std::min<int64_t>(step.begin + query_block, step.segment_end);
+    const bool response_run = step.run != tile.prompt_segment;
+    ASSERT_EQ(step.run, response_run ? tile.prompt_segment + 1 : tile.prompt_segment);
+    const int64_t run_begin = offsets[step.run];
+    const int64_t run_end = offsets[response_run ? tile.group_end_segment : tile.prompt_segment + 1];
+    EXPECT_EQ((step.begin - run_begin) % query_block, 0) << "tile at " << step.begin;
+    ASSERT_LE(step.begin, step.rows_begin);
+    ASSERT_LT(step.rows_begin, std::min<int64_t>(step.begin + query_block, step.rows_end));
+    ASSERT_LE(run_begin, step.begin);
+    ASSERT_LE(step.rows_end, run_end);
+    EXPECT_EQ(step.causal, response_run == (tile.segment != tile.prompt_segment));
+    const int64_t end = std::min<int64_t>(step.begin + query_block, step.rows_end);
     bool any = false;
-    for (int64_t q = step.begin; q < end; ++q) {
+    for (int64_t q = step.rows_begin; q < end; ++q) {
       ++covered[step.head - 2][q];
       any = any || sees_tile(q);
     }
@@ -306,12 +320,13 @@ TEST(BackwardPlan, WorkspaceRegionsAreAlignedAndDisjoint) {
   }
 }
 
-// The device plan holds the layout's offsets and exactly the tile lists the planners return.
+// The device plan holds the layout's offsets, exactly the tile lists the planners return, and the
+// group offsets.
 TEST(BackwardPlan, PlanImageHoldsOffsetsAndTiles) {
   const Layout layout = layout_of({{17, {5, 1, 70}}, {129, {1}}});
   for (int dq_query_block : {0, 64}) {
     const PlanImage image = backward_plan_image(layout, 128, 64, dq_query_block);
-    ASSERT_EQ(image.regions().size(), 3u);
+    ASSERT_EQ(image.regions().size(), 4u);
     const auto region = [&](size_t index) { return image.bytes().data() + image.regions()[index].offset; };
     const std::vector<int32_t>& offsets = layout.cu_seqlens();
     ASSERT_EQ(image.regions()[kCuSeqlensRegion].count, static_cast<int64_t>(offsets.size()));
@@ -325,6 +340,9 @@ TEST(BackwardPlan, PlanImageHoldsOffsetsAndTiles) {
     if (!query_tiles.empty()) {
       EXPECT_EQ(std::memcmp(region(kQueryTilesRegion), query_tiles.data(), query_tiles.size() * sizeof(TileWork)), 0);
     }
+    const std::vector<int32_t>& groups = layout.cu_groups();
+    ASSERT_EQ(image.regions()[kCuGroupsRegion].count, static_cast<int64_t>(groups.size()));
+    EXPECT_EQ(std::memcmp(region(kCuGroupsRegion), groups.data(), groups.size() * sizeof(int32_t)), 0);
   }
 }
 

@@ -1,9 +1,10 @@
 // The Hopper backward's dQ accumulator geometry (src/cuda/sm90/backward/dq_accumulator.h), which
 // the KV kernel adds into and the convert pass reads back: the register order of a warpgroup
 // block against the wgmma accumulator layout, slots of query tiles against layouts recomputed from
-// their lengths, and the token-to-segment search.
+// their lengths and groups, and the token-to-segment and token-to-run searches.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <set>
@@ -76,23 +77,93 @@ std::vector<std::vector<int32_t>> segment_length_cases() {
   return cases;
 }
 
-// Every query tile a key tile's walk can visit (segment-aligned starts) owns a slot of its own,
-// inside the slots the workspace plans, which add at most block_m rows per segment.
+// Groups over a case's segments: group g owns segments [groups[g], groups[g + 1]), the first of
+// them its prompt. The first case of each layout is one group per segment (prompts only), the
+// second one group of everything, the third groups of 1 to 5 segments.
+std::vector<std::vector<int32_t>> group_cases(int segments) {
+  std::vector<int32_t> singles, whole{0, segments}, mixed{0};
+  for (int s = 0; s <= segments; ++s) singles.push_back(s);
+  std::mt19937 rng(static_cast<uint32_t>(segments));
+  std::uniform_int_distribution<int> size(1, 5);
+  while (mixed.back() < segments) mixed.push_back(std::min(segments, mixed.back() + size(rng)));
+  return {singles, whole, mixed};
+}
+
+// The runs of a layout as [begin, end) token ranges with their first segment: each group's
+// prompt, then its responses together (none if it has no responses).
+struct QueryRun {
+  int first_segment, begin, end;
+};
+std::vector<QueryRun> runs_of(const std::vector<int32_t>& offsets, const std::vector<int32_t>& groups) {
+  std::vector<QueryRun> runs;
+  for (size_t g = 0; g + 1 < groups.size(); ++g) {
+    const int prompt = groups[g];
+    runs.push_back({prompt, offsets[prompt], offsets[prompt + 1]});
+    if (groups[g + 1] > prompt + 1) runs.push_back({prompt + 1, offsets[prompt + 1], offsets[groups[g + 1]]});
+  }
+  return runs;
+}
+
+// Every query tile a key tile's walk can visit (starts at multiples of the block from its run's
+// start) owns a slot of its own, inside the slots the workspace plans, which add at most block_m
+// rows per segment.
 TEST(Sm90DqAccumulator, EveryQueryTileHasItsOwnSlot) {
   for (const std::vector<int32_t>& lengths : segment_length_cases()) {
     const std::vector<int32_t> offsets = offsets_of(lengths);
     const auto segments = static_cast<int64_t>(lengths.size());
     const int64_t tokens = offsets.back();
-    for (const int block : {64, 128}) {
-      const int64_t slots = dq_accumulator_slots(tokens, segments, block);
-      EXPECT_LE(slots * block, tokens + block * (segments + 1));
-      std::set<int64_t> used;
-      for (int s = 0; s < segments; ++s) {
-        for (int begin = offsets[s]; begin < offsets[s + 1]; begin += block) {
-          const int64_t slot = dq_accumulator_slot(s, begin, block);
-          EXPECT_GE(slot, 0);
-          EXPECT_LT(slot, slots) << "segment " << s << " tile at " << begin;
-          EXPECT_TRUE(used.insert(slot).second) << "segment " << s << " tile at " << begin << " reuses slot " << slot;
+    for (const std::vector<int32_t>& groups : group_cases(static_cast<int>(segments))) {
+      for (const int block : {64, 128}) {
+        const int64_t slots = dq_accumulator_slots(tokens, segments, block);
+        EXPECT_LE(slots * block, tokens + block * (segments + 1));
+        std::set<int64_t> used;
+        for (const QueryRun& run : runs_of(offsets, groups)) {
+          for (int begin = run.begin; begin < run.end; begin += block) {
+            const int64_t slot =
+                dq_accumulator_slot(segment_of_token(offsets.data(), static_cast<int>(segments), begin), begin, block);
+            EXPECT_GE(slot, 0);
+            EXPECT_LT(slot, slots) << "run " << run.first_segment << " tile at " << begin;
+            EXPECT_TRUE(used.insert(slot).second)
+                << "run " << run.first_segment << " tile at " << begin << " reuses slot";
+          }
+        }
+      }
+    }
+  }
+}
+
+// The dQ warp's segment search over a walk's tile starts (ascending in a run, then starting over
+// at a run's first segment, as for the next leg or head) agrees with the binary search.
+TEST(Sm90DqAccumulator, SegmentCursorFollowsAWalk) {
+  for (const std::vector<int32_t>& lengths : segment_length_cases()) {
+    const std::vector<int32_t> offsets = offsets_of(lengths);
+    const auto segments = static_cast<int>(lengths.size());
+    for (const std::vector<int32_t>& groups : group_cases(segments)) {
+      const std::vector<QueryRun> runs = runs_of(offsets, groups);
+      SegmentCursor cursor{offsets.data()};
+      for (int pass = 0; pass < 2; ++pass) {
+        for (const QueryRun& run : runs) {
+          for (int begin = run.begin; begin < run.end; begin += 64) {
+            ASSERT_EQ(cursor.at(begin, run.first_segment), segment_of_token(offsets.data(), segments, begin))
+                << "pass " << pass << " token " << begin;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The convert pass finds each token's run, as the walk lays them.
+TEST(Sm90DqAccumulator, RunOfEveryToken) {
+  for (const std::vector<int32_t>& lengths : segment_length_cases()) {
+    const std::vector<int32_t> offsets = offsets_of(lengths);
+    const auto segments = static_cast<int>(lengths.size());
+    for (const std::vector<int32_t>& groups : group_cases(segments)) {
+      const auto group_count = static_cast<int>(groups.size()) - 1;
+      for (const QueryRun& run : runs_of(offsets, groups)) {
+        for (int token = run.begin; token < run.end; ++token) {
+          ASSERT_EQ(run_of_token(offsets.data(), segments, groups.data(), group_count, token), run.first_segment)
+              << "token " << token;
         }
       }
     }

@@ -27,6 +27,8 @@ struct BackwardKernelParams {
   float dq_accum_scale;  // the convert pass's factor: 1 if the KV kernel scaled its dQ sums, else softmax_scale
   const int32_t* cu_seqlens;  // num_segments + 1 entries
   int num_segments;
+  const int32_t* cu_groups;  // num_groups + 1 entries: group g owns segments [cu_groups[g], cu_groups[g + 1])
+  int num_groups;
   const TileWork* key_tiles;
   const TileWork* query_tiles;  // deterministic only
   int num_key_tiles;

@@ -173,6 +173,7 @@ DeviceBackwardPlan device_backward_plan(const Layout& layout, int key_block, int
     return backward_plan_image(layout, key_block, query_block, dq_query_block);
   });
   return {plan.region<int32_t>(kCuSeqlensRegion),
+          plan.region<int32_t>(kCuGroupsRegion),
           plan.region<TileWork>(kKeyTilesRegion),
           plan.count(kKeyTilesRegion),
           plan.region<TileWork>(kQueryTilesRegion),

@@ -42,6 +42,7 @@ struct DeviceQueryPlan {
 
 struct DeviceBackwardPlan {
   const int32_t* cu_seqlens;
+  const int32_t* cu_groups;
   const TileWork* key_tiles;
   int64_t num_key_tiles;
   const TileWork* query_tiles;  // none unless dq_query_block > 0

@@ -1,7 +1,8 @@
 // Row-predicated copies between global memory and shared-memory tiles (cp.async, sm80+), for both
-// directions. A tile row past the end of its range (a short query tile, the last partial key block
-// of a range, the end of the packed tensor) is zero-filled instead of loaded: the rows after a
-// range belong to other segments (or lie past the tensor's last token), and a NaN there must not
+// directions. A tile row outside its range (past a short query tile's end, the last partial key
+// block of a range, the end of the packed tensor; before a response's first query where a
+// backward query step starts in the previous response) is zero-filled instead of loaded: those
+// rows belong to other segments (or lie past the tensor's last token), and a NaN there must not
 // reach this tile through 0 * NaN in a product; the masks then drop those rows.
 #pragma once
 
@@ -11,13 +12,15 @@
 namespace dualkv::detail::sm80 {
 
 // Issues cp.async for the rows of `dst` whose row coordinate (from `coords`, the same partition
-// of an identity tensor) is below `valid_rows`; clears the others with ordinary stores.
+// of an identity tensor) is in [first_valid_row, valid_rows); clears the others with ordinary
+// stores.
 template <typename TiledCopy, typename Src, typename Dst, typename Coords>
 __device__ __forceinline__ void load_rows_async(const TiledCopy& copy, const Src& src, Dst& dst, const Coords& coords,
-                                                int valid_rows) {
+                                                int valid_rows, int first_valid_row = 0) {
   CUTE_UNROLL
   for (int m = 0; m < cute::size<1>(dst); ++m) {
-    if (cute::get<0>(coords(0, m, 0)) < valid_rows) {
+    const int row = cute::get<0>(coords(0, m, 0));
+    if (row >= first_valid_row && row < valid_rows) {
       cute::copy(copy, src(cute::_, m, cute::_), dst(cute::_, m, cute::_));
     } else {
       cute::clear(dst(cute::_, m, cute::_));
@@ -35,11 +38,12 @@ __device__ __forceinline__ auto global_rows(const Element* base, int64_t row_str
 // load_rows_async for whole tiles: partitions `source` and `target` for this thread first.
 template <typename TiledCopy, typename Source, typename Target>
 __device__ __forceinline__ void copy_rows_async(const TiledCopy& tiled_copy, const Source& source, Target& target,
-                                                int valid_rows) {
+                                                int valid_rows, int first_valid_row = 0) {
   auto thread_copy = tiled_copy.get_thread_slice(threadIdx.x);
   auto destination = thread_copy.partition_D(target);
   load_rows_async(tiled_copy, thread_copy.partition_S(source), destination,
-                  thread_copy.partition_S(cute::make_identity_tensor(cute::shape(source))), valid_rows);
+                  thread_copy.partition_S(cute::make_identity_tensor(cute::shape(source))), valid_rows,
+                  first_valid_row);
 }
 
 // cp.async of one fp32 value; src-size 0 zero-fills without touching global memory.

@@ -83,15 +83,16 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
   cp_async_fence();
 
   auto load_step = [&](const QueryStep& s, int stage) {
-    const int rows = s.segment_end - s.begin;
+    const int rows = s.rows_end - s.begin;
+    const int first_row = s.rows_begin - s.begin;
     const auto* q_base =
         static_cast<const Element*>(p.q.data) + int64_t{s.begin} * p.q.token_stride + s.head * p.q.head_stride;
     const auto* do_base =
         static_cast<const Element*>(p.dout.data) + int64_t{s.begin} * p.dout.token_stride + s.head * p.dout.head_stride;
     Tensor sQ = make_tensor(make_smem_ptr(smem.q[stage]), typename Traits::SmemQuery{});
     Tensor sdO = make_tensor(make_smem_ptr(smem.dout[stage]), typename Traits::SmemQuery{});
-    copy_rows_async(tile_copy, global_rows<kM, kD>(q_base, p.q.token_stride), sQ, rows);
-    copy_rows_async(tile_copy, global_rows<kM, kD>(do_base, p.dout.token_stride), sdO, rows);
+    copy_rows_async(tile_copy, global_rows<kM, kD>(q_base, p.q.token_stride), sQ, rows, first_row);
+    copy_rows_async(tile_copy, global_rows<kM, kD>(do_base, p.dout.token_stride), sdO, rows, first_row);
     if (tid < kM) {
       const float* lse = p.lse + s.head * p.lse_head_stride + s.begin + tid;
       copy_float_async(&smem.lse[stage][tid], tid < rows ? lse : p.lse, tid < rows);
@@ -168,9 +169,11 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
     }
 
     // P^T = exp(scale * S^T - LSE) and dS^T = P^T * (dP^T - D), masked. The causal mask applies
-    // when the query tile is in the key tile's own segment.
-    const bool causal = step.segment == tile.segment;
-    const int query_rows = step.segment_end - step.begin;
+    // when the queries are in the key tile's own segment; it also hides a response key tile's
+    // first step's rows of the previous response (they precede its keys).
+    const bool causal = step.causal;
+    const int query_rows = step.rows_end - step.begin;
+    const int first_row = step.rows_begin - step.begin;
     const bool needs_mask = (causal && step.begin < key_begin + key_rows - 1) || query_rows < kM || key_rows < kN;
     const auto visible = [&](int n, int m) {
       return n < key_rows && m < query_rows && (!causal || key_begin + n <= step.begin + m);
@@ -235,16 +238,18 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
           atomic_add_pair(&dq_target_rc(r, c), dq_rc(r, c) * p.softmax_scale, dq_rc(r, c + 1) * p.softmax_scale);
         }
       };
-      // A full tile (query_rows counts to the segment end) takes no row checks: one branch-free
+      // A full tile (query_rows counts to the run's end) takes no row checks: one branch-free
       // block, so the address is formed once and not again in registers the earlier reductions
-      // still hold.
-      if (query_rows >= kM) {
+      // still hold. Rows outside the step's queries get nothing: they may be another response's,
+      // and 0 * a NaN key of this tile would poison them.
+      if (query_rows >= kM && first_row == 0) {
         CUTE_UNROLL
         for (int r = 0; r < size<0>(dq_rc); ++r) reduce_row(r);
       } else {
         CUTE_UNROLL
         for (int r = 0; r < size<0>(dq_rc); ++r) {
-          if (get<0>(dq_coords_rc(r, 0)) < query_rows) reduce_row(r);
+          const int row = get<0>(dq_coords_rc(r, 0));
+          if (row >= first_row && row < query_rows) reduce_row(r);
         }
       }
     }

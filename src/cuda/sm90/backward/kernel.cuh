@@ -38,12 +38,16 @@
 // full (the block is stored and fenced for the async proxy) and empty (the bulk reduction that
 // read it has finished reading).
 //
-// Rows of other segments: TMA loads whole boxes, so a boundary tile holds rows of the next
-// segment (possibly NaN). Their probabilities and score gradients are set (not multiplied) to 0,
-// and rows that a GEMM contracts over are zeroed in shared memory first: K rows past the key
-// tile's segment (contracted by dQ), Q and dO rows past the step's segment (contracted by dK, dV).
-// dQ rows past the step's segment land in the padding of the step's own accumulator slot, which
-// nothing reads.
+// Query tiles lie on runs (QueryWalk: a group's prompt, or all its responses together), so a
+// prompt key tile's steps over the responses are full tiles across response boundaries.
+// Rows outside the walk's queries: TMA loads whole boxes, so a boundary tile holds rows of the next
+// segment (possibly NaN), and a response key tile's first step may hold rows of the previous
+// response. Their probabilities and score gradients are set (not multiplied) to 0, and rows that a
+// GEMM contracts over are zeroed in shared memory first (zero_rows.cuh): K rows past the key tile's
+// segment (contracted by dQ), Q and dO rows outside the step's queries (contracted by dK, dV). Their
+// dQ rows are zeroed by the dQ warp before its reduction where they may be another response's
+// (reduce_staged_dq), or land in the padding of the step's own accumulator slot, which nothing
+// reads.
 //
 // Shared memory (config.cuh): K, V (block_n x d) | Q, dO kStages x (block_m x d) | dS kStages x
 // (block_m x block_n) | dQ staging 2 x (64 x 64) fp32 | LSE x log2(e), D kStages x (block_m + 4)
@@ -62,6 +66,7 @@
 #include "cuda/sm90/backward/dq_accumulator.h"
 #include "cuda/sm90/backward/ds_store.cuh"
 #include "cuda/sm90/backward/launch.h"
+#include "cuda/sm90/backward/zero_rows.cuh"
 #include "cuda/sm90/common/fragments.cuh"
 #include "cuda/sm90/common/hide_from_hoisting.cuh"
 #include "cuda/sm90/common/tma_tile.cuh"
@@ -92,18 +97,6 @@ struct KeyTileWork {
     key_rows = min(block_n, p.cu_seqlens[tile.segment + 1] - tile.begin);
   }
 };
-
-// Zeroes rows [first_row, rows) of a (rows x d) shared tile seen through `tile` (row, column),
-// with the consumer threads' stride.
-template <typename Config, typename Tile>
-__device__ __forceinline__ void zero_rows(Tile& tile, int rows, int first_row, int consumer_thread) {
-  using Element = typename Config::Element;
-  const int count = (rows - first_row) * Config::kHeadDim;
-  hide_from_hoisting(consumer_thread);
-  for (int i = consumer_thread; i < count; i += Config::kConsumerThreads) {
-    tile(first_row + i / Config::kHeadDim, i % Config::kHeadDim) = Element(0);
-  }
-}
 
 // Makes every consumer thread's shared-memory writes visible to the wgmma (async proxy) of both
 // consumer warpgroups.
@@ -172,11 +165,35 @@ __device__ __forceinline__ void stage_dq_block(float* staged, const Accumulator&
   }
 }
 
+// Zeroes the rows of warpgroup `warpgroup`'s staged dQ block (accumulator order) whose step rows lie
+// outside [first_row, end_row): lane `lane` writes the column pair 2 lane of each such row.
+template <typename Config>
+__device__ __forceinline__ void zero_staged_dq_rows(float* staged, int warpgroup, int first_row, int end_row,
+                                                    int lane) {
+  const int block_first_row = Config::dq_block_first_row(warpgroup);
+#pragma unroll 1
+  for (int row = 0; row < kDqBlockRows; ++row) {
+    const int step_row = block_first_row + row;
+    if (step_row < first_row || step_row >= end_row) {
+      *reinterpret_cast<float2*>(staged + dq_fragment_offset_at(row, 2 * lane)) = make_float2(0.f, 0.f);
+    }
+  }
+}
+
 // The dQ warp (atomic mode): per step, each consumer warpgroup's staged block goes to its place in
 // the step's accumulator slot as one bulk reduction (cp.reduce.async.bulk .add.f32) issued by
 // lane 0. Each staged block is handed back as soon as its own reduction has read it (bulk groups
 // complete in order). Every block starts free; the last step's are not handed back (no consumer
 // waits for them), so each barrier sees as many arrivals as waits.
+// On a causal step with rows outside the walk's queries (a response key tile's first or last step,
+// whose other rows may be another response's), the warp first zeroes those rows of the staged
+// block: they get exact zeros, not 0 * K, which a NaN key of the tile would poison. Doing it here
+// keeps it off the consumers' path from the dK issue to the next S^T (selecting the rows in the
+// consumers' registers, behind a branch never taken at the design shapes, cost 4% of the cycles
+// there: docs/perf.md, "Hopper backward, session 28"). The warpgroup's staging and these writes
+// are ordered by the hand-off barriers (an arrival synchronizes with a sync on the same barrier,
+// PTX ISA "Memory synchronization"); compute-sanitizer's racecheck does not follow the arrivals
+// and reports the pair (docs/decisions.md).
 template <typename Config>
 __device__ void reduce_staged_dq(const BackwardTmaParams& params, typename Config::SharedStorage& shared) {
   static_assert(Config::kConsumerWarpgroups == 2, "the hand-back counts pending groups of two blocks");
@@ -189,11 +206,20 @@ __device__ void reduce_staged_dq(const BackwardTmaParams& params, typename Confi
   }
   const QueryWalk walk =
       QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, Config::kBlockM);
+  SegmentCursor tile_segment{p.cu_seqlens};
   for (QueryStep step = walk.first; !walk.done(step);) {
-    const int64_t slot = dq_accumulator_slot(step.segment, step.begin, Config::kBlockM);
+    const int64_t slot = dq_accumulator_slot(tile_segment.at(step.begin, step.run), step.begin, Config::kBlockM);
+    const int first_row = step.rows_begin - step.begin;
+    const int end_row = min(Config::kBlockM, step.rows_end - step.begin);
+    const bool foreign_rows = step.causal && (first_row > 0 || end_row < Config::kBlockM);
     CUTE_UNROLL
     for (int warpgroup = 0; warpgroup < Config::kConsumerWarpgroups; ++warpgroup) {
       cutlass::arch::NamedBarrier::sync(kDqHandoffThreads, kDqFullBarrier + warpgroup);
+      if (foreign_rows) {
+        zero_staged_dq_rows<Config>(shared.dq_staged[warpgroup], warpgroup, first_row, end_row, threadIdx.x % 32);
+        cutlass::arch::fence_view_async_shared();
+        __syncwarp();
+      }
       if (leader) {
         float* block = p.dq_accum + dq_block_offset(step.head, params.dq_accum_head_stride, slot, Config::kBlockM,
                                                     Config::kHeadDim, warpgroup);
@@ -265,7 +291,7 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   auto& kv_full = *reinterpret_cast<cutlass::arch::ClusterTransactionBarrier*>(&shared.kv_full);
   kv_full.wait(0);
   if (work.key_rows < kBlockN) {
-    zero_rows<Config>(sK, kBlockN, work.key_rows, thread);
+    RowZeroer<Config, typename Config::SmemLayoutKey, kBlockN>::zero_outside(shared.k, 0, work.key_rows, thread);
     publish_to_consumers<Config>(kZeroedRowsBarrier);
   }
 
@@ -285,19 +311,19 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   bool q_release_pending = false;
   typename Config::Pipeline::PipelineState q_release_state;
   for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
-    const int query_rows = min(kBlockM, step.segment_end - step.begin);
+    const int query_rows = min(kBlockM, step.rows_end - step.begin);
+    const int first_row = step.rows_begin - step.begin;
     q_pipeline.consumer_wait(q_state);
-    // dO is waited for only once S^T is issued (below), except on boundary steps, whose rows past
-    // the segment are zeroed in both tiles first.
-    const bool partial_step = query_rows < kBlockM;
+    // dO is waited for only once S^T is issued (below), except on boundary steps, whose rows
+    // outside the walk's queries are zeroed in both tiles first.
+    const bool partial_step = query_rows < kBlockM || first_row > 0;
     if (partial_step) do_pipeline.consumer_wait(do_state);
     const int q_stage = q_state.index();
     const int do_stage = do_state.index();
     if (partial_step) {
-      Tensor q_tile = sQ(_, _, q_stage);
-      Tensor do_tile = sdO(_, _, do_stage);
-      zero_rows<Config>(q_tile, kBlockM, query_rows, thread);
-      zero_rows<Config>(do_tile, kBlockM, query_rows, thread);
+      using QueryRows = RowZeroer<Config, typename Config::SmemLayoutQuery, kBlockM>;
+      QueryRows::zero_outside(shared.q + q_stage * kBlockM * kHeadDim, first_row, query_rows, thread);
+      QueryRows::zero_outside(shared.dout + do_stage * kBlockM * kHeadDim, first_row, query_rows, thread);
       publish_to_consumers<Config>(kZeroedRowsBarrier);
     }
 
@@ -320,8 +346,9 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     if (!partial_step) do_pipeline.consumer_wait(do_state);
     warpgroup_gemm<true, -1>(mma_sdp, tSrV, tSrdO(_, _, _, do_stage), acc_dp);
 
-    // The causal mask applies when the query tile is in the key tile's own segment.
-    const bool causal = step.segment == work.tile.segment;
+    // The causal mask applies when the queries are in the key tile's own segment; it also hides a
+    // response key tile's first step's rows of the previous response (they precede its keys).
+    const bool causal = step.causal;
     const bool needs_mask =
         (causal && step.begin < key_begin + work.key_rows - 1) || query_rows < kBlockM || work.key_rows < kBlockN;
     const auto visible = [&](int n, int m) {
