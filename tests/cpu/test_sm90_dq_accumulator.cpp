@@ -1,13 +1,16 @@
 // The Hopper backward's dQ accumulator geometry (src/cuda/sm90/backward/dq_accumulator.h), which
 // the KV kernel adds into and the convert pass reads back: the register order of a warpgroup
 // block against the wgmma accumulator layout, slots of query tiles against layouts recomputed from
-// their lengths and groups, and the token-to-segment and token-to-run searches.
+// their lengths and groups, replayed over every key tile's walk, and the token-to-segment and
+// segment-to-run searches.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "cuda/sm90/backward/dq_accumulator.h"
@@ -104,28 +107,76 @@ std::vector<QueryRun> runs_of(const std::vector<int32_t>& offsets, const std::ve
   return runs;
 }
 
-// Every query tile a key tile's walk can visit (starts at multiples of the block from its run's
-// start) owns a slot of its own, inside the slots the workspace plans, which add at most block_m
-// rows per segment.
-TEST(Sm90DqAccumulator, EveryQueryTileHasItsOwnSlot) {
+// The key tiles of a layout in tiles of `block` keys, each with its group, as the host plan lays
+// them.
+std::vector<TileWork> key_tiles_of(const std::vector<int32_t>& offsets, const std::vector<int32_t>& groups, int block) {
+  std::vector<TileWork> tiles;
+  for (size_t g = 0; g + 1 < groups.size(); ++g) {
+    for (int segment = groups[g]; segment < groups[g + 1]; ++segment) {
+      for (int begin = offsets[segment]; begin < offsets[segment + 1]; begin += block) {
+        tiles.push_back({begin, segment, groups[g], groups[g + 1]});
+      }
+    }
+  }
+  return tiles;
+}
+
+// Every key tile's walk adds whole blocks into the slots dq_step_slot picks; a row outside the
+// step's queries may carry NaN. Replayed over random layouts and groupings: the convert pass's
+// slots for a token hold every contribution to that token exactly once, nobody else's, and no
+// row outside a step's queries; every slot lies inside the planned ones, which add at most
+// 2 block_m rows per segment.
+TEST(Sm90DqAccumulator, ATokensSlotsHoldEachOfItsContributionsOnceAndNoForeignRow) {
+  struct Cell {
+    std::vector<int> tokens;  // the token of each contribution added here
+    bool foreign = false;     // a row outside its step's queries was added here
+  };
   for (const std::vector<int32_t>& lengths : segment_length_cases()) {
     const std::vector<int32_t> offsets = offsets_of(lengths);
-    const auto segments = static_cast<int64_t>(lengths.size());
-    const int64_t tokens = offsets.back();
-    for (const std::vector<int32_t>& groups : group_cases(static_cast<int>(segments))) {
-      for (const int block : {64, 128}) {
-        const int64_t slots = dq_accumulator_slots(tokens, segments, block);
-        EXPECT_LE(slots * block, tokens + block * (segments + 1));
-        std::set<int64_t> used;
-        for (const QueryRun& run : runs_of(offsets, groups)) {
-          for (int begin = run.begin; begin < run.end; begin += block) {
-            const int64_t slot =
-                dq_accumulator_slot(segment_of_token(offsets.data(), static_cast<int>(segments), begin), begin, block);
-            EXPECT_GE(slot, 0);
-            EXPECT_LT(slot, slots) << "run " << run.first_segment << " tile at " << begin;
-            EXPECT_TRUE(used.insert(slot).second)
-                << "run " << run.first_segment << " tile at " << begin << " reuses slot";
+    const auto segments = static_cast<int>(lengths.size());
+    const int tokens = offsets.back();
+    for (const std::vector<int32_t>& groups : group_cases(segments)) {
+      const auto group_count = static_cast<int>(groups.size()) - 1;
+      for (const int block_m : {64, 128}) {
+        const int64_t slots = dq_accumulator_slots(tokens, segments, block_m);
+        EXPECT_LE(slots * block_m, tokens + block_m * (2 * segments + 1));
+        const int64_t tail_slots_begin = dq_tail_slots_begin(tokens, segments, block_m);
+        std::map<std::pair<int64_t, int>, Cell> cells;
+        std::vector<int> contributions(tokens, 0);
+        for (const TileWork& key_tile : key_tiles_of(offsets, groups, 128)) {
+          const QueryWalk walk = QueryWalk::of_key_tile(offsets.data(), key_tile, 0, 1, block_m);
+          SegmentCursor tile_segments{offsets.data()};
+          for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
+            const int64_t slot = dq_step_slot(step, key_tile, tile_segments, tail_slots_begin, block_m);
+            ASSERT_GE(slot, 0);
+            ASSERT_LT(slot, slots) << "key tile at " << key_tile.begin << ", step at " << step.begin;
+            for (int row = 0; row < block_m; ++row) {
+              const int token = step.begin + row;
+              Cell& cell = cells[{slot, row}];
+              if (token >= step.rows_begin && token < step.rows_end) {
+                cell.tokens.push_back(token);
+                ++contributions[token];
+              } else {
+                cell.foreign = true;
+              }
+            }
           }
+        }
+        for (int token = 0; token < tokens; ++token) {
+          const DqRowSlots read =
+              dq_row_slots(offsets.data(), segments, groups.data(), group_count, token, tail_slots_begin, block_m);
+          ASSERT_NE(read.own_slot, read.tile_slot);
+          int collected = 0;
+          for (const int64_t slot : {read.tile_slot, read.own_slot}) {
+            if (slot < 0) continue;
+            const auto cell = cells.find({slot, token - read.tile_begin});
+            if (cell == cells.end()) continue;
+            ASSERT_FALSE(cell->second.foreign) << "token " << token << " reads a foreign row of slot " << slot;
+            for (const int added : cell->second.tokens) ASSERT_EQ(added, token) << "slot " << slot;
+            collected += static_cast<int>(cell->second.tokens.size());
+          }
+          ASSERT_EQ(collected, contributions[token]) << "token " << token << ", block " << block_m;
+          ASSERT_GT(collected, 0) << "token " << token;  // every token sees its own key tile at least
         }
       }
     }
@@ -153,17 +204,20 @@ TEST(Sm90DqAccumulator, SegmentCursorFollowsAWalk) {
   }
 }
 
-// The convert pass finds each token's run, as the walk lays them.
-TEST(Sm90DqAccumulator, RunOfEveryToken) {
+// Each segment's run, as the walk lays them.
+TEST(Sm90DqAccumulator, RunOfEverySegment) {
   for (const std::vector<int32_t>& lengths : segment_length_cases()) {
     const std::vector<int32_t> offsets = offsets_of(lengths);
     const auto segments = static_cast<int>(lengths.size());
     for (const std::vector<int32_t>& groups : group_cases(segments)) {
       const auto group_count = static_cast<int>(groups.size()) - 1;
-      for (const QueryRun& run : runs_of(offsets, groups)) {
-        for (int token = run.begin; token < run.end; ++token) {
-          ASSERT_EQ(run_of_token(offsets.data(), segments, groups.data(), group_count, token), run.first_segment)
-              << "token " << token;
+      const std::vector<QueryRun> runs = runs_of(offsets, groups);
+      for (size_t r = 0; r < runs.size(); ++r) {
+        const int end_segment = r + 1 < runs.size() ? runs[r + 1].first_segment : segments;
+        for (int segment = runs[r].first_segment; segment < end_segment; ++segment) {
+          const SegmentRange run = run_of_segment(groups.data(), group_count, segment);
+          ASSERT_EQ(run.begin, runs[r].first_segment) << "segment " << segment;
+          ASSERT_EQ(run.end, end_segment) << "segment " << segment;
         }
       }
     }

@@ -51,7 +51,7 @@ class Problem {
 };
 
 // Device scratch far larger than any plan of kBatch needs.
-constexpr size_t kGenerousWorkspace = size_t{1} << 20;
+constexpr size_t kGenerousWorkspace = size_t{1} << 24;
 
 template <typename Params>
 Params with_workspace(Params params, const DeviceBytes& workspace, size_t bytes) {

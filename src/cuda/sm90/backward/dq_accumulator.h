@@ -2,36 +2,57 @@
 // dQ block and where the convert pass reads a token's row. Plain host-device code, so the CPU
 // tests check the geometry the kernels use.
 //
-// Layout: per query head, one slot of block_m x d floats per (run, query tile), the tile starting
-// at a multiple of block_m from its run's start (the query steps of QueryWalk: a group's prompt is
-// one run, its responses together another). Inside a slot, the block_m x d tile is two 64 x 64
-// warpgroup blocks (BackwardConfig's dq_block_first_row / _column say where each sits in the
-// tile), and a block keeps the wgmma accumulator's register order: value v of thread t at float
-// (v / 4) * 512 + 4 t + v % 4. So a block staged in shared memory in the same order (a warp's
-// 16-byte stores each one contiguous 512 bytes, no bank conflict) is added by one contiguous bulk
-// reduction of 16 KiB.
+// Layout: per query head, slots of block_m x d floats, one per query tile a step adds into: tiles
+// start at a multiple of block_m from their run's start (the query steps of QueryWalk: a group's
+// prompt is one run, its responses together another). Inside a slot, the block_m x d tile is two
+// 64 x 64 warpgroup blocks (BackwardConfig's dq_block_first_row / _column say where each sits in
+// the tile), and a block keeps the wgmma accumulator's register order: value v of thread t at
+// float (v / 4) * 512 + 4 t + v % 4. So a block staged in shared memory in the same order (a
+// warp's 16-byte stores each one contiguous 512 bytes, no bank conflict) is added by one
+// contiguous bulk reduction of 16 KiB.
 //
-// Slot of a tile: the segment holding its first token plus that token / block_m. Distinct tiles get
-// distinct slots (a later tile starts at least block_m further and in the same or a later
-// segment), so a head has at most segments + ceil(tokens / block_m) of them: at most block_m
-// padding rows per segment. At equal-length layouts these are the addresses of the per-segment
-// tiles that came before (naming a tile by its run's first segment instead, every response run's
-// slots contiguous, moved about 10% more DRAM bytes at the same cycles at (28, 16K) on an H200:
-// docs/perf.md, "Hopper backward, session 28").
+// A step adds whole blocks, rows outside its queries included, and those rows may hold NaN (0 x K
+// for a NaN key of another response). So each slot row is read back for one token only, the one
+// whose contributions it collects, and a tile shared by several responses has several slots:
+//   - the tile's slot, named (segment holding its first token, tile): a prompt key tile's steps
+//     across the response run (every row of the tile sees the prompt), and the causal steps of
+//     that first segment;
+//   - per later segment s starting inside the tile, the slot named (s, tile): the causal steps of
+//     s's key tiles there;
+//   - the first segment's tail slot, when that segment is a response and a later response of its
+//     run starts inside the tile: its key tiles' causal steps there, whose rows past its end are
+//     the later response's (one tail slot per segment, after the named ones).
+// The name (segment, tile) is segment + tile_begin / block_m. Names are distinct over every pair
+// of a tile and a segment holding some of its rows (a later tile starts at least block_m further
+// and its first segment is at or after the earlier tile's last), so a head has at most segments +
+// ceil(tokens / block_m) named slots, then `segments` tail slots: at most 2 block_m rows per
+// segment beyond the tokens. At equal-length layouts the tile slots are the addresses of the
+// per-segment tiles that came before (naming a tile by its run's first segment instead, every
+// response run's slots contiguous, moved about 10% more DRAM bytes at the same cycles at (28, 16K)
+// on an H200: docs/perf.md, "Hopper backward, session 28"). No step zeroes rows of its block
+// (session 28's dQ warp did, racecheck could not order it: docs/perf.md, "Hopper backward,
+// session 29").
 #pragma once
 
 #include <cstdint>
 
 #include "cuda/common/host_device.h"
+#include "cuda/common/query_walk.h"
 
 namespace dualkv::detail::sm90 {
 
 inline constexpr int kDqBlockRows = 64;  // a warpgroup's dQ block: one wgmma M
 inline constexpr int kDqBlockFloats = kDqBlockRows * 64;
 
-// Slots per head for `tokens` tokens in `segments` segments, tiles of block_m.
-DUALKV_HOST_DEVICE int64_t dq_accumulator_slots(int64_t tokens, int64_t segments, int block_m) {
+// The first tail slot (segment 0's) for `tokens` tokens in `segments` segments, tiles of block_m:
+// the named slots come before.
+DUALKV_HOST_DEVICE int64_t dq_tail_slots_begin(int64_t tokens, int64_t segments, int block_m) {
   return segments + (tokens + block_m - 1) / block_m;
+}
+
+// Slots per head: the named ones, then a tail slot per segment.
+DUALKV_HOST_DEVICE int64_t dq_accumulator_slots(int64_t tokens, int64_t segments, int block_m) {
+  return dq_tail_slots_begin(tokens, segments, block_m) + segments;
 }
 
 // Rows (of d floats) per head: the workspace's size and the stride between heads.
@@ -39,8 +60,8 @@ DUALKV_HOST_DEVICE int64_t dq_accumulator_rows(int64_t tokens, int64_t segments,
   return block_m * dq_accumulator_slots(tokens, segments, block_m);
 }
 
-// The slot of the query tile starting at `tile_begin` (a multiple of block_m from the start of its
-// run) in segment `segment`.
+// The slot named (segment, tile) for the query tile starting at `tile_begin` (a multiple of block_m
+// from the start of its run), `segment` holding some of its rows.
 DUALKV_HOST_DEVICE int64_t dq_accumulator_slot(int segment, int tile_begin, int block_m) {
   return segment + tile_begin / block_m;
 }
@@ -109,13 +130,61 @@ struct SegmentCursor {
   }
 };
 
-// The run holding `token`, by its first segment: the token's segment if that is a prompt, else
-// its group's first response (cu_groups: the layout's G + 1 group offsets in segments).
-DUALKV_HOST_DEVICE int run_of_token(const int32_t* cu_seqlens, int segments, const int32_t* cu_groups, int groups,
-                                    int token) {
+// The segments [begin, end) of the run holding segment `segment`: the segment alone if it is its
+// group's prompt, else its group's responses (cu_groups: the layout's G + 1 group offsets in
+// segments).
+struct SegmentRange {
+  int begin, end;
+};
+DUALKV_HOST_DEVICE SegmentRange run_of_segment(const int32_t* cu_groups, int groups, int segment) {
+  const int group = last_at_or_below(cu_groups, groups, segment);
+  const int prompt = cu_groups[group];
+  return segment == prompt ? SegmentRange{prompt, prompt + 1} : SegmentRange{prompt + 1, cu_groups[group + 1]};
+}
+
+// Whether the causal steps of `segment` (tokens [segment_begin, segment_end), its run's segments
+// end at run_end_segment) on the tile at `tile_begin` add into the segment's tail slot: the
+// segment starts the tile and a later segment of its run starts inside it.
+DUALKV_HOST_DEVICE bool adds_into_tail_slot(int segment, int segment_begin, int segment_end, int run_end_segment,
+                                            int tile_begin, int block_m) {
+  return segment_begin <= tile_begin && segment_end < tile_begin + block_m && segment + 1 < run_end_segment;
+}
+
+// The slot a step of key tile `key_tile`'s walk adds its dQ block into. A step across the
+// response run takes its tile's slot (`tile_segments` finds the segment holding the tile's first
+// token); a causal step's rows are all its key tile's segment's, whose slot on the tile it takes.
+DUALKV_HOST_DEVICE int64_t dq_step_slot(const QueryStep& step, const TileWork& key_tile, SegmentCursor& tile_segments,
+                                        int64_t tail_slots_begin, int block_m) {
+  if (!step.causal) return dq_accumulator_slot(tile_segments.at(step.begin, step.run), step.begin, block_m);
+  const int segment = key_tile.segment;
+  const int run_end = segment == key_tile.prompt_segment ? segment + 1 : key_tile.group_end_segment;
+  // rows_begin is the later of the tile's and the segment's first token, rows_end the segment's end.
+  return adds_into_tail_slot(segment, step.rows_begin, step.rows_end, run_end, step.begin, block_m)
+             ? tail_slots_begin + segment
+             : dq_accumulator_slot(segment, step.begin, block_m);
+}
+
+// Where the convert pass reads a token's dQ: its query tile (first token), the tile's slot, and
+// the slot its own segment's key tiles add into there when that is another one (else -1).
+struct DqRowSlots {
+  int tile_begin;
+  int64_t tile_slot;
+  int64_t own_slot;
+};
+DUALKV_HOST_DEVICE DqRowSlots dq_row_slots(const int32_t* cu_seqlens, int segments, const int32_t* cu_groups,
+                                           int groups, int token, int64_t tail_slots_begin, int block_m) {
   const int segment = segment_of_token(cu_seqlens, segments, token);
-  const int prompt = cu_groups[last_at_or_below(cu_groups, groups, segment)];
-  return segment == prompt ? prompt : prompt + 1;
+  const SegmentRange run = run_of_segment(cu_groups, groups, segment);
+  const int run_begin = cu_seqlens[run.begin];
+  const int tile_begin = run_begin + (token - run_begin) / block_m * block_m;
+  const int segment_begin = cu_seqlens[segment];
+  const int tile_segment = segment_begin <= tile_begin ? segment : segment_of_token(cu_seqlens, segments, tile_begin);
+  const int64_t tile_slot = dq_accumulator_slot(tile_segment, tile_begin, block_m);
+  if (tile_segment != segment) return {tile_begin, tile_slot, dq_accumulator_slot(segment, tile_begin, block_m)};
+  if (adds_into_tail_slot(segment, segment_begin, cu_seqlens[segment + 1], run.end, tile_begin, block_m)) {
+    return {tile_begin, tile_slot, tail_slots_begin + segment};
+  }
+  return {tile_begin, tile_slot, -1};
 }
 
 }  // namespace dualkv::detail::sm90

@@ -45,9 +45,8 @@
 // response. Their probabilities and score gradients are set (not multiplied) to 0, and rows that a
 // GEMM contracts over are zeroed in shared memory first (zero_rows.cuh): K rows past the key tile's
 // segment (contracted by dQ), Q and dO rows outside the step's queries (contracted by dK, dV). Their
-// dQ rows are zeroed by the dQ warp before its reduction where they may be another response's
-// (reduce_staged_dq), or land in the padding of the step's own accumulator slot, which nothing
-// reads.
+// dQ rows (0 x K, NaN for a NaN key) go with the block into a slot the convert pass reads only for
+// the step's own queries (dq_step_slot, dq_accumulator.h).
 //
 // Shared memory (config.cuh): K, V (block_n x d) | Q, dO kStages x (block_m x d) | dS kStages x
 // (block_m x block_n) | dQ staging 2 x (64 x 64) fp32 | LSE x log2(e), D kStages x (block_m + 4)
@@ -165,35 +164,14 @@ __device__ __forceinline__ void stage_dq_block(float* staged, const Accumulator&
   }
 }
 
-// Zeroes the rows of warpgroup `warpgroup`'s staged dQ block (accumulator order) whose step rows lie
-// outside [first_row, end_row): lane `lane` writes the column pair 2 lane of each such row.
-template <typename Config>
-__device__ __forceinline__ void zero_staged_dq_rows(float* staged, int warpgroup, int first_row, int end_row,
-                                                    int lane) {
-  const int block_first_row = Config::dq_block_first_row(warpgroup);
-#pragma unroll 1
-  for (int row = 0; row < kDqBlockRows; ++row) {
-    const int step_row = block_first_row + row;
-    if (step_row < first_row || step_row >= end_row) {
-      *reinterpret_cast<float2*>(staged + dq_fragment_offset_at(row, 2 * lane)) = make_float2(0.f, 0.f);
-    }
-  }
-}
-
 // The dQ warp (atomic mode): per step, each consumer warpgroup's staged block goes to its place in
 // the step's accumulator slot as one bulk reduction (cp.reduce.async.bulk .add.f32) issued by
 // lane 0. Each staged block is handed back as soon as its own reduction has read it (bulk groups
 // complete in order). Every block starts free; the last step's are not handed back (no consumer
 // waits for them), so each barrier sees as many arrivals as waits.
-// On a causal step with rows outside the walk's queries (a response key tile's first or last step,
-// whose other rows may be another response's), the warp first zeroes those rows of the staged
-// block: they get exact zeros, not 0 * K, which a NaN key of the tile would poison. Doing it here
-// keeps it off the consumers' path from the dK issue to the next S^T (selecting the rows in the
-// consumers' registers, behind a branch never taken at the design shapes, cost 4% of the cycles
-// there: docs/perf.md, "Hopper backward, session 28"). The warpgroup's staging and these writes
-// are ordered by the hand-off barriers (an arrival synchronizes with a sync on the same barrier,
-// PTX ISA "Memory synchronization"); compute-sanitizer's racecheck does not follow the arrivals
-// and reports the pair (docs/decisions.md).
+// A block holds rows outside the step's queries (another response's, past a run's end) whose
+// values may be NaN (0 x K for a NaN key of the tile); dq_step_slot picks a slot whose rows there
+// nothing reads back (dq_accumulator.h), so the block goes out as the consumers staged it.
 template <typename Config>
 __device__ void reduce_staged_dq(const BackwardTmaParams& params, typename Config::SharedStorage& shared) {
   static_assert(Config::kConsumerWarpgroups == 2, "the hand-back counts pending groups of two blocks");
@@ -206,20 +184,13 @@ __device__ void reduce_staged_dq(const BackwardTmaParams& params, typename Confi
   }
   const QueryWalk walk =
       QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, Config::kBlockM);
-  SegmentCursor tile_segment{p.cu_seqlens};
+  SegmentCursor tile_segments{p.cu_seqlens};
+  const int64_t tail_slots_begin = dq_tail_slots_begin(p.tokens, p.num_segments, Config::kBlockM);
   for (QueryStep step = walk.first; !walk.done(step);) {
-    const int64_t slot = dq_accumulator_slot(tile_segment.at(step.begin, step.run), step.begin, Config::kBlockM);
-    const int first_row = step.rows_begin - step.begin;
-    const int end_row = min(Config::kBlockM, step.rows_end - step.begin);
-    const bool foreign_rows = step.causal && (first_row > 0 || end_row < Config::kBlockM);
+    const int64_t slot = dq_step_slot(step, work.tile, tile_segments, tail_slots_begin, Config::kBlockM);
     CUTE_UNROLL
     for (int warpgroup = 0; warpgroup < Config::kConsumerWarpgroups; ++warpgroup) {
       cutlass::arch::NamedBarrier::sync(kDqHandoffThreads, kDqFullBarrier + warpgroup);
-      if (foreign_rows) {
-        zero_staged_dq_rows<Config>(shared.dq_staged[warpgroup], warpgroup, first_row, end_row, threadIdx.x % 32);
-        cutlass::arch::fence_view_async_shared();
-        __syncwarp();
-      }
       if (leader) {
         float* block = p.dq_accum + dq_block_offset(step.head, params.dq_accum_head_stride, slot, Config::kBlockM,
                                                     Config::kHeadDim, warpgroup);

@@ -43,8 +43,13 @@ void run_backward(const BackwardTmaParams& params) {
     sm80::launch_backward_preprocess<Element, kHeadDim>(preprocess, stream);
     launch_with_shared_memory(backward_kv_kernel<Config, true>, "sm90 backward_kv_kernel", kv_blocks, Config::kThreads,
                               Config::kSmemBytes, stream, params);
-    const TiledDqAccumulator<Config> accumulator{
-        p.dq_accum, params.dq_accum_head_stride, p.cu_seqlens, p.num_segments, p.cu_groups, p.num_groups};
+    const TiledDqAccumulator<Config> accumulator{p.dq_accum,
+                                                 params.dq_accum_head_stride,
+                                                 dq_tail_slots_begin(p.tokens, p.num_segments, Config::kBlockM),
+                                                 p.cu_seqlens,
+                                                 p.num_segments,
+                                                 p.cu_groups,
+                                                 p.num_groups};
     sm80::launch_backward_dq_convert<Element, kHeadDim>(p, accumulator, stream);
   } else {
     sm80::launch_backward_preprocess<Element, kHeadDim>(p, stream);
