@@ -166,6 +166,15 @@ TEST(Sm90DqAccumulator, ATokensSlotsHoldEachOfItsContributionsOnceAndNoForeignRo
           const DqRowSlots read =
               dq_row_slots(offsets.data(), segments, groups.data(), group_count, token, tail_slots_begin, block_m);
           ASSERT_NE(read.own_slot, read.tile_slot);
+          // The tile's tokens are the run's [tile_begin, tile_end), each naming the same tile.
+          ASSERT_LE(read.tile_begin, token);
+          ASSERT_LT(token, read.tile_end);
+          ASSERT_LE(read.tile_end - read.tile_begin, block_m);
+          if (token + 1 < tokens) {
+            const DqRowSlots next = dq_row_slots(offsets.data(), segments, groups.data(), group_count, token + 1,
+                                                 tail_slots_begin, block_m);
+            ASSERT_EQ(next.tile_begin == read.tile_begin, token + 1 < read.tile_end) << "token " << token;
+          }
           int collected = 0;
           for (const int64_t slot : {read.tile_slot, read.own_slot}) {
             if (slot < 0) continue;

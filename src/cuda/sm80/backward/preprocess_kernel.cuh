@@ -2,8 +2,9 @@
 // D = rowsum(dO * O) per (query, head) in fp32, the forward's LSE times log2(e) in D's layout when
 // the kernel asks for it (lse_log2: its exp2 then needs no multiply per query), and zeroing of the
 // fp32 dQ accumulator (the portable family's layout) when dQ is accumulated with atomics.
-// Post-pass (atomic mode): dq_accum times dq_accum_scale converted into dq, read through the
-// family's accumulator layout.
+// Post-pass (atomic mode, this family's (H, T, d) accumulator): dq_accum times dq_accum_scale
+// converted into dq. The Hopper family converts its tiled accumulator with its own kernel
+// (sm90/backward/dq_convert.cuh), which reuses this file's row blocking.
 //
 // Warp roles: none; each group of kHeadDim / 8 consecutive threads owns one (token, head) row,
 // 8 elements (16 bytes) per thread, reduced with shuffles. No shared memory, no pipeline.
@@ -70,41 +71,34 @@ __global__ void __launch_bounds__(256) backward_preprocess_kernel(const Backward
   }
 }
 
-// The portable family's dQ accumulator: (H, T, d) fp32 rows.
-template <int kHeadDim>
-struct TokenMajorDqAccumulator {
-  const float* data;
-  int tokens;
+// Columns [column, column + 8) of dq's (token, head) row: `values` times dq_accum_scale in dq's
+// dtype, one 16-byte store.
+template <typename Element>
+__device__ __forceinline__ void store_dq_chunk(const BackwardKernelParams& p, int64_t token, int head, int column,
+                                               const float (&values)[8]) {
+  cutlass::Array<Element, 8> converted;
+  CUTLASS_PRAGMA_UNROLL
+  for (int i = 0; i < 8; ++i) converted[i] = static_cast<Element>(values[i] * p.dq_accum_scale);
+  auto* dq = static_cast<Element*>(p.dq.data) + token * p.dq.token_stride + head * p.dq.head_stride + column;
+  *reinterpret_cast<cutlass::Array<Element, 8>*>(dq) = converted;
+}
 
-  // The floats of columns [8 chunk, 8 chunk + 8) of (token, head).
-  __device__ __forceinline__ void load(int64_t token, int head, int chunk, float (&values)[8]) const {
-    const auto* row = reinterpret_cast<const float4*>(data + (head * int64_t{tokens} + token) * kHeadDim + chunk * 8);
-    const float4 low = row[0];
-    const float4 high = row[1];
-    values[0] = low.x, values[1] = low.y, values[2] = low.z, values[3] = low.w;
-    values[4] = high.x, values[5] = high.y, values[6] = high.z, values[7] = high.w;
-  }
-};
-
-// Post-pass of the atomic mode: dq = dq_accum * dq_accum_scale in dq's dtype and strides, the
-// accumulator read through `accumulator` (each family lays it out its own way).
-template <typename Element, int kHeadDim, typename Accumulator>
-__global__ void __launch_bounds__(256)
-    backward_dq_convert_kernel(const BackwardKernelParams p, const Accumulator accumulator) {
+// Post-pass of the atomic mode: dq = dq_accum * dq_accum_scale in dq's dtype and strides, from
+// the (H, T, d) fp32 rows of the accumulator.
+template <typename Element, int kHeadDim>
+__global__ void __launch_bounds__(256) backward_dq_convert_kernel(const BackwardKernelParams p) {
   using Chunks = RowChunks<Element, kHeadDim>;
-  using Vector = cutlass::Array<Element, 8>;
   const int64_t row = int64_t{blockIdx.x} * Chunks::kRowsPerBlock + threadIdx.x / Chunks::kPerRow;
   const int chunk = threadIdx.x % Chunks::kPerRow;
   if (row >= int64_t{p.tokens} * p.heads) return;
   const int64_t token = row / p.heads;
   const int head = static_cast<int>(row % p.heads);
-  float values[8];
-  accumulator.load(token, head, chunk, values);
-  Vector converted;
-  CUTLASS_PRAGMA_UNROLL
-  for (int i = 0; i < 8; ++i) converted[i] = static_cast<Element>(values[i] * p.dq_accum_scale);
-  auto* dq = static_cast<Element*>(p.dq.data) + token * p.dq.token_stride + head * p.dq.head_stride + chunk * 8;
-  *reinterpret_cast<Vector*>(dq) = converted;
+  const auto* accumulated =
+      reinterpret_cast<const float4*>(p.dq_accum + (head * int64_t{p.tokens} + token) * kHeadDim + chunk * 8);
+  const float4 low = accumulated[0];
+  const float4 high = accumulated[1];
+  const float values[8] = {low.x, low.y, low.z, low.w, high.x, high.y, high.z, high.w};
+  store_dq_chunk<Element>(p, token, head, chunk * 8, values);
 }
 
 // The two row passes as the backward launchers of both families run them, on `stream`.
@@ -122,17 +116,11 @@ void launch_backward_preprocess(const BackwardKernelParams& p, cudaStream_t stre
   check_launch("backward_preprocess_kernel");
 }
 
-template <typename Element, int kHeadDim, typename Accumulator>
-void launch_backward_dq_convert(const BackwardKernelParams& p, const Accumulator& accumulator, cudaStream_t stream) {
-  backward_dq_convert_kernel<Element, kHeadDim, Accumulator>
-      <<<backward_row_blocks<Element, kHeadDim>(p), RowChunks<Element, kHeadDim>::kThreads, 0, stream>>>(p,
-                                                                                                         accumulator);
-  check_launch("backward_dq_convert_kernel");
-}
-
 template <typename Element, int kHeadDim>
 void launch_backward_dq_convert(const BackwardKernelParams& p, cudaStream_t stream) {
-  launch_backward_dq_convert<Element, kHeadDim>(p, TokenMajorDqAccumulator<kHeadDim>{p.dq_accum, p.tokens}, stream);
+  backward_dq_convert_kernel<Element, kHeadDim>
+      <<<backward_row_blocks<Element, kHeadDim>(p), RowChunks<Element, kHeadDim>::kThreads, 0, stream>>>(p);
+  check_launch("backward_dq_convert_kernel");
 }
 
 }  // namespace dualkv::detail::sm80

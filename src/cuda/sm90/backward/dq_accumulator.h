@@ -164,10 +164,12 @@ DUALKV_HOST_DEVICE int64_t dq_step_slot(const QueryStep& step, const TileWork& k
              : dq_accumulator_slot(segment, step.begin, block_m);
 }
 
-// Where the convert pass reads a token's dQ: its query tile (first token), the tile's slot, and
-// the slot its own segment's key tiles add into there when that is another one (else -1).
+// Where the convert pass reads a token's dQ: its query tile (first token, and one past its last
+// token in the run), the tile's slot, and the slot its own segment's key tiles add into there when
+// that is another one (else -1).
 struct DqRowSlots {
   int tile_begin;
+  int tile_end;
   int64_t tile_slot;
   int64_t own_slot;
 };
@@ -179,12 +181,16 @@ DUALKV_HOST_DEVICE DqRowSlots dq_row_slots(const int32_t* cu_seqlens, int segmen
   const int tile_begin = run_begin + (token - run_begin) / block_m * block_m;
   const int segment_begin = cu_seqlens[segment];
   const int tile_segment = segment_begin <= tile_begin ? segment : segment_of_token(cu_seqlens, segments, tile_begin);
+  const int run_end = cu_seqlens[run.end];
+  const int tile_end = tile_begin + block_m < run_end ? tile_begin + block_m : run_end;
   const int64_t tile_slot = dq_accumulator_slot(tile_segment, tile_begin, block_m);
-  if (tile_segment != segment) return {tile_begin, tile_slot, dq_accumulator_slot(segment, tile_begin, block_m)};
-  if (adds_into_tail_slot(segment, segment_begin, cu_seqlens[segment + 1], run.end, tile_begin, block_m)) {
-    return {tile_begin, tile_slot, tail_slots_begin + segment};
+  if (tile_segment != segment) {
+    return {tile_begin, tile_end, tile_slot, dq_accumulator_slot(segment, tile_begin, block_m)};
   }
-  return {tile_begin, tile_slot, -1};
+  if (adds_into_tail_slot(segment, segment_begin, cu_seqlens[segment + 1], run.end, tile_begin, block_m)) {
+    return {tile_begin, tile_end, tile_slot, tail_slots_begin + segment};
+  }
+  return {tile_begin, tile_end, tile_slot, -1};
 }
 
 }  // namespace dualkv::detail::sm90

@@ -1,8 +1,8 @@
 // The launcher behind run_backward<dtype, head_dim>; included only by the instantiation units
 // (compiled for sm_90a) so that each (dtype, head_dim) kernel compiles in its own translation unit.
-// The pre-pass, the dQ conversion (reading this family's accumulator layout) and the deterministic
-// mode's query-major dQ kernel are the portable family's (memory-bound or a small share of the
-// time; docs/decisions.md).
+// The pre-pass and the deterministic mode's query-major dQ kernel are the portable family's
+// (memory-bound or a small share of the time; docs/decisions.md); the dQ conversion reads this
+// family's tiled accumulator with its own kernel (dq_convert.cuh).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -43,14 +43,7 @@ void run_backward(const BackwardTmaParams& params) {
     sm80::launch_backward_preprocess<Element, kHeadDim>(preprocess, stream);
     launch_with_shared_memory(backward_kv_kernel<Config, true>, "sm90 backward_kv_kernel", kv_blocks, Config::kThreads,
                               Config::kSmemBytes, stream, params);
-    const TiledDqAccumulator<Config> accumulator{p.dq_accum,
-                                                 params.dq_accum_head_stride,
-                                                 dq_tail_slots_begin(p.tokens, p.num_segments, Config::kBlockM),
-                                                 p.cu_seqlens,
-                                                 p.num_segments,
-                                                 p.cu_groups,
-                                                 p.num_groups};
-    sm80::launch_backward_dq_convert<Element, kHeadDim>(p, accumulator, stream);
+    launch_convert_tiled_dq<Element, Config>(p, params.dq_accum_head_stride, stream);
   } else {
     sm80::launch_backward_preprocess<Element, kHeadDim>(p, stream);
     launch_with_shared_memory(backward_kv_kernel<Config, false>, "sm90 backward_kv_kernel", kv_blocks, Config::kThreads,
