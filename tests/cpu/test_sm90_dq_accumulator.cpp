@@ -175,6 +175,13 @@ TEST(Sm90DqAccumulator, ATokensSlotsHoldEachOfItsContributionsOnceAndNoForeignRo
                                                  tail_slots_begin, block_m);
             ASSERT_EQ(next.tile_begin == read.tile_begin, token + 1 < read.tile_end) << "token " << token;
           }
+          // The convert pass derives the own slot of the row 8 further from this row's slots.
+          if (token + 8 < read.tile_end) {
+            const DqRowSlots later = dq_row_slots(offsets.data(), segments, groups.data(), group_count, token + 8,
+                                                  tail_slots_begin, block_m);
+            ASSERT_EQ(dq_own_slot_of_later_row(offsets.data(), read, token + 8, block_m), later.own_slot)
+                << "token " << token;
+          }
           int collected = 0;
           for (const int64_t slot : {read.tile_slot, read.own_slot}) {
             if (slot < 0) continue;

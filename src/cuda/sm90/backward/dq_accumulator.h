@@ -164,10 +164,11 @@ DUALKV_HOST_DEVICE int64_t dq_step_slot(const QueryStep& step, const TileWork& k
              : dq_accumulator_slot(segment, step.begin, block_m);
 }
 
-// Where the convert pass reads a token's dQ: its query tile (first token, and one past its last
-// token in the run), the tile's slot, and the slot its own segment's key tiles add into there when
-// that is another one (else -1).
+// Where the convert pass reads a token's dQ: its segment, its query tile (first token, and one
+// past its last token in the run), the tile's slot, and the slot its own segment's key tiles add
+// into there when that is another one (else -1).
 struct DqRowSlots {
+  int segment;
   int tile_begin;
   int tile_end;
   int64_t tile_slot;
@@ -185,12 +186,22 @@ DUALKV_HOST_DEVICE DqRowSlots dq_row_slots(const int32_t* cu_seqlens, int segmen
   const int tile_end = tile_begin + block_m < run_end ? tile_begin + block_m : run_end;
   const int64_t tile_slot = dq_accumulator_slot(tile_segment, tile_begin, block_m);
   if (tile_segment != segment) {
-    return {tile_begin, tile_end, tile_slot, dq_accumulator_slot(segment, tile_begin, block_m)};
+    return {segment, tile_begin, tile_end, tile_slot, dq_accumulator_slot(segment, tile_begin, block_m)};
   }
   if (adds_into_tail_slot(segment, segment_begin, cu_seqlens[segment + 1], run.end, tile_begin, block_m)) {
-    return {tile_begin, tile_end, tile_slot, tail_slots_begin + segment};
+    return {segment, tile_begin, tile_end, tile_slot, tail_slots_begin + segment};
   }
-  return {tile_begin, tile_end, tile_slot, -1};
+  return {segment, tile_begin, tile_end, tile_slot, -1};
+}
+
+// dq_row_slots(later).own_slot for a later token of the same tile (later < slots.tile_end), from
+// the earlier token's slots: the same segment's slot, or, for a segment starting after the
+// earlier token (so not the tile's first), its slot named (segment, tile).
+DUALKV_HOST_DEVICE int64_t dq_own_slot_of_later_row(const int32_t* cu_seqlens, const DqRowSlots& slots, int later,
+                                                    int block_m) {
+  int segment = slots.segment;
+  while (later >= cu_seqlens[segment + 1]) ++segment;
+  return segment == slots.segment ? slots.own_slot : dq_accumulator_slot(segment, slots.tile_begin, block_m);
 }
 
 }  // namespace dualkv::detail::sm90

@@ -74,10 +74,8 @@ __global__ void __launch_bounds__(256)
     second[2 * q] = pieces[q].z, second[2 * q + 1] = pieces[q].w;
   }
   // Rows of responses that start or end inside the tile add their own segment's slot there.
-  const int64_t partner_own_slot = has_partner ? dq_row_slots(p.cu_seqlens, p.num_segments, p.cu_groups, p.num_groups,
-                                                              partner, accumulator.tail_slots_begin, Config::kBlockM)
-                                                     .own_slot
-                                               : -1;
+  const int64_t partner_own_slot =
+      has_partner ? dq_own_slot_of_later_row(p.cu_seqlens, slots, partner, Config::kBlockM) : -1;
   if (slots.own_slot >= 0) {
     load_row_pair<Config>(accumulator, slots.own_slot, head, tile_row, column, pieces);
     CUTLASS_PRAGMA_UNROLL
