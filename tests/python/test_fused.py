@@ -76,15 +76,16 @@ def test_fused_policy_under_activation_checkpointing_equals_eager_policy():
     _assert_same_scores_and_grads(fused, eager, dualkv.pack(PROMPTS, RESPONSES))
 
 
-def _rope_inputs(tokens, dtype, generator):
-    """q (1, 4, T, 64) and k (1, 2, T, 64) as the (1, H, T, d) transposes of (1, T, H, d) tensors, as
-    Qwen3's attention makes them, and Qwen3's rotary cos and sin (1, T, 64) in their dtype."""
+def _rope_inputs(tokens, dtype, generator, head_dim=64):
+    """q (1, 4, T, d) and k (1, 2, T, d) as the (1, H, T, d) transposes of (1, T, H, d) tensors, as
+    Qwen3's attention makes them, and Qwen3's rotary cos and sin (1, T, d) in their dtype."""
 
     def heads(count):
-        x = torch.randn(1, tokens, count, 64, generator=generator, dtype=torch.float64)
+        x = torch.randn(1, tokens, count, head_dim, generator=generator, dtype=torch.float64)
         return x.to(dtype).transpose(1, 2).requires_grad_()
 
-    angles = torch.arange(tokens, dtype=torch.float64)[None, :, None] * torch.logspace(0, -4, 32, dtype=torch.float64)
+    frequencies = torch.logspace(0, -4, head_dim // 2, dtype=torch.float64)
+    angles = torch.arange(tokens, dtype=torch.float64)[None, :, None] * frequencies
     angles = torch.cat((angles, angles), dim=-1)
     return heads(4), heads(2), angles.cos().to(dtype), angles.sin().to(dtype)
 
@@ -117,6 +118,33 @@ def test_fused_rope_is_transformers_rope(dtype, generator):
         if graphs is None:
             graphs = _compiled_graphs()  # compiled for the first length only
         assert _compiled_graphs() == graphs, tokens
+
+
+def test_only_token_dimensions_are_symbolic(generator):
+    """A new stream length reuses each compiled function; a new feature or head dimension compiles
+    anew, so the kernels index with constant head and feature sizes (with every dimension symbolic,
+    Inductor's RoPE divided by the runtime head dimension and ran at a quarter of its speed)."""
+    norm = modeling_qwen3.Qwen3RMSNorm(16)
+    wide_norm = modeling_qwen3.Qwen3RMSNorm(24)
+    mlp = build_model("tiny-qwen3", seed=4).model.layers[0].mlp
+    assert fuse_elementwise(torch.nn.ModuleList([norm, wide_norm, mlp])) == 3
+    hidden = mlp.gate_proj.in_features
+
+    def run_all(tokens, head_dim):
+        norm(torch.randn(1, tokens, 16, generator=generator))
+        mlp(torch.randn(1, tokens, hidden, generator=generator))
+        q, k, cos, sin = _rope_inputs(tokens, torch.float32, generator, head_dim)
+        _fused_apply_rotary_pos_emb(q, k, cos, sin)
+
+    run_all(29, 64)
+    graphs = _compiled_graphs()
+    run_all(83, 64)
+    assert _compiled_graphs() == graphs
+    wide_norm(torch.randn(1, 83, 24, generator=generator))
+    assert _compiled_graphs() == graphs + 1
+    q, k, cos, sin = _rope_inputs(83, torch.float32, generator, 32)
+    _fused_apply_rotary_pos_emb(q, k, cos, sin)
+    assert _compiled_graphs() == graphs + 2
 
 
 def test_rope_fusion_is_per_model_and_idempotent():
