@@ -90,7 +90,8 @@ def _attend_stream(kernel, query, key, value, dualkv_layout, scaling):
     scale) on (T, heads, d) views. Under a SequenceParallelLayout the inputs are this rank's T_local
     rows, and the kernel runs between Ulysses' exchanges on the whole stream for this rank's heads,
     as the paper's FlashAttention + Ulysses baseline does."""
-    q, k, v = (x[0].transpose(0, 1) for x in (query, key, value))
+    # squeeze, not [0]: select's backward would write each gradient into a new zeroed tensor.
+    q, k, v = (x.squeeze(0).transpose(0, 1) for x in (query, key, value))
     if isinstance(dualkv_layout, SequenceParallelLayout):
         out = ulysses_attention(
             q, k, v, dualkv_layout.layout, dualkv_layout.group, softmax_scale=scaling, attention_fn=kernel
@@ -127,7 +128,7 @@ def _flex_packed(q, k, v, layout, scale):
         _flex_masks[layout] = build_flex_block_mask(layout.to(q.device))
     heads_major = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # (1, heads, T, d) views
     out = _compiled_flex_attention(*heads_major, block_mask=_flex_masks[layout], scale=scale, enable_gqa=True)
-    return out[0].transpose(0, 1)
+    return out.squeeze(0).transpose(0, 1)
 
 
 def _no_mask(*args, **kwargs) -> None:

@@ -110,9 +110,9 @@ def dualkv_attention_forward(
             "without a KV cache (pass use_cache=False)"
         )
     # (1, H, T, d) -> (T, H, d) views: the op takes any strides with a contiguous head dimension.
-    out = _attend(
-        query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1), dualkv_layout, softmax_scale=scaling
-    )
+    # squeeze, not [0]: select's backward would write each gradient into a new zeroed tensor.
+    q, k, v = (x.squeeze(0).transpose(0, 1) for x in (query, key, value))
+    out = _attend(q, k, v, dualkv_layout, softmax_scale=scaling)
     # After the call, so that arguments the operator refuses are reported as such, not as a failed check.
     _self_check_once(query.device, query.dtype, query.shape[1], key.shape[1], query.shape[3])
     return out.unsqueeze(0), None

@@ -9,6 +9,7 @@ import copy
 import pytest
 import torch
 from torch._dynamo.utils import counters
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers.models.qwen3 import modeling_qwen3
 
 import dualkv
@@ -62,6 +63,33 @@ def test_fused_policy_equals_eager_policy(name):
     assert long_batch.input_ids.numel() > 2 * dualkv.pack(PROMPTS, RESPONSES).input_ids.numel()
     _assert_same_scores_and_grads(fused, eager, long_batch)
     assert _compiled_graphs() == graphs
+
+
+class _CopiesOfActivations(TorchDispatchMode):
+    """Counts the operators that copy a tensor of three or more dimensions (q, k, v and their
+    gradients are (1, T, heads, d) or (1, heads, T, d); parameters have at most two)."""
+
+    def __init__(self):
+        super().__init__()
+        self.copies = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        copying = func.overloadpacket in (torch.ops.aten.clone, torch.ops.aten.copy_, torch.ops.aten.select_backward)
+        if copying and isinstance(args[0], torch.Tensor) and args[0].dim() >= 3:
+            self.copies.append((str(func), tuple(args[0].shape)))
+        return func(*args, **(kwargs or {}))
+
+
+def test_fused_policy_backward_copies_no_activation():
+    """dualkv's attention integration and the fused RoPE hand q, k, v and their gradients on as views
+    of the projections' outputs: the step's backward copied each of them once per layer before."""
+    model = build_model("tiny-qwen3", seed=5)
+    fuse_elementwise(model)
+    batch = dualkv.pack(PROMPTS, RESPONSES)
+    _scores_and_grads(model, batch)  # compiles and runs dualkv's first-use self-check outside the count
+    with _CopiesOfActivations() as mode:
+        _scores_and_grads(model, batch)
+    assert mode.copies == []
 
 
 def test_fused_policy_under_activation_checkpointing_equals_eager_policy():

@@ -86,12 +86,17 @@ def _rotary(
 
 def _fused_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
     """transformers' `apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)` (same signature, same
-    function) as one compiled function; the unsqueeze is a view, done outside it."""
-    # cos, sin are (B, T, d); the unsqueeze puts their head dimension before or after T, where q's
-    # and k's is: (B, H, T, d) for unsqueeze_dim 1, (B, T, H, d) for 2.
-    tokens = 2 if unsqueeze_dim % (cos.dim() + 1) <= 1 else 1
+    function) as one compiled function; the unsqueeze and transposes are views, done outside it."""
+    if unsqueeze_dim == 1:
+        # q, k (B, H, T, d): in transformers' attention, transposes of the (B, T, H, d) projections.
+        # Rotated in that storage order, the compiled backward returns their gradients in it too, so
+        # the projections' backward views them without a copy (in the (B, H, T, d) order it would
+        # return them contiguous in that order, and the projection's backward would copy q and k).
+        rotated = _fused_apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin, unsqueeze_dim=2)
+        return tuple(x.transpose(1, 2) for x in rotated)
     cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
-    return _rotary(*(_dynamic_dims(x, (tokens,)) for x in (q, k, cos, sin)))
+    # Dimension 1 is T in the (B, T, H, d) layout that unsqueeze_dim 2 is used with.
+    return _rotary(*(_dynamic_dims(x, (1,)) for x in (q, k, cos, sin)))
 
 
 def _is_rms_norm(module: torch.nn.Module) -> bool:
