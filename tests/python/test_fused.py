@@ -9,7 +9,6 @@ import copy
 import pytest
 import torch
 from torch._dynamo.utils import counters
-from torch.utils._python_dispatch import TorchDispatchMode
 from transformers.models.qwen3 import modeling_qwen3
 
 import dualkv
@@ -65,19 +64,15 @@ def test_fused_policy_equals_eager_policy(name):
     assert _compiled_graphs() == graphs
 
 
-class _CopiesOfActivations(TorchDispatchMode):
-    """Counts the operators that copy a tensor of three or more dimensions (q, k, v and their
-    gradients are (1, T, heads, d) or (1, heads, T, d); parameters have at most two)."""
-
-    def __init__(self):
-        super().__init__()
-        self.copies = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        copying = func.overloadpacket in (torch.ops.aten.clone, torch.ops.aten.copy_, torch.ops.aten.select_backward)
-        if copying and isinstance(args[0], torch.Tensor) and args[0].dim() >= 3:
-            self.copies.append((str(func), tuple(args[0].shape)))
-        return func(*args, **(kwargs or {}))
+def _copies_of_heads(profiler, head_dim) -> list:
+    """The operators that copied a tensor of heads: three or more dimensions, the last the head
+    dimension (q, k, v and their gradients are (1, T, heads, d), (1, heads, T, d) or (heads, T, d))."""
+    copying = ("aten::clone", "aten::copy_", "aten::select_backward")
+    return [
+        (e.name, shape)
+        for e in profiler.events()
+        if e.name in copying and len(shape := e.input_shapes[0]) >= 3 and shape[-1] == head_dim
+    ]
 
 
 def test_fused_policy_backward_copies_no_activation():
@@ -87,9 +82,9 @@ def test_fused_policy_backward_copies_no_activation():
     fuse_elementwise(model)
     batch = dualkv.pack(PROMPTS, RESPONSES)
     _scores_and_grads(model, batch)  # compiles and runs dualkv's first-use self-check outside the count
-    with _CopiesOfActivations() as mode:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as profiler:
         _scores_and_grads(model, batch)
-    assert mode.copies == []
+    assert _copies_of_heads(profiler, model.config.head_dim) == []
 
 
 def test_fused_policy_under_activation_checkpointing_equals_eager_policy():

@@ -16,10 +16,10 @@ values may differ: Inductor keeps them in fp32 where eager rounds each one to bf
 
 The compiled functions take the weights, and for RoPE that call's cos and sin, as arguments, so
 FSDP2's swapping of sharded and unsharded parameters and activation checkpointing's recomputation
-see ordinary tensors. Only the token dimensions are dynamic: a new stream length does not recompile,
-while the feature and head dimensions are constants of the kernels. With every dimension symbolic
-(`dynamic=True`), Inductor indexed the RoPE by runtime divisions by the head dimension and ran it at
-a quarter of the static kernel's speed on an H200 (docs/perf.md, "Step benchmark", session 30).
+see ordinary tensors. Shapes are dynamic, so a new stream length does not recompile, except the
+feature and head dimensions, which are marked static: constants of the kernels. With every
+dimension symbolic, Inductor indexed the RoPE by runtime divisions by the head dimension and ran it
+at a quarter of the static kernel's speed on an H200 (docs/perf.md, "Step benchmark", session 30).
 
 RoPE is fused per attention module, with no process-wide effect: transformers' attention forward
 (Qwen3's, Qwen3-MoE's, and any other whose class forward calls a module-global
@@ -43,30 +43,30 @@ import torch
 __all__ = ["fuse_elementwise"]
 
 
-def _dynamic_dims(x: torch.Tensor, dims: range | tuple[int, ...]) -> torch.Tensor:
-    """x with `dims` marked dynamic for the compiled functions below, whose other dimensions are
-    compiled as constants (`torch.compile`'s default: a dimension becomes symbolic only when a new
-    size of it is seen). A size-1 dimension stays specialised. Inside a compiled caller the marks
-    are not needed (the caller's trace decides) and not placed."""
+def _static_dims(x: torch.Tensor, dims: range | tuple[int, ...]) -> torch.Tensor:
+    """x with `dims` marked static for the compiled functions below (compiled with every other
+    dimension symbolic). Inside a compiled caller the marks are not needed (the caller's trace
+    decides) and not placed."""
     if not torch.compiler.is_compiling():
         for dim in dims:
-            torch._dynamo.maybe_mark_dynamic(x, dim)
+            torch._dynamo.mark_static(x, dim)
     return x
 
 
-def _rows_dynamic(x: torch.Tensor) -> torch.Tensor:
-    """Every dimension but the last (tokens, and heads for a per-head norm) dynamic."""
-    return _dynamic_dims(x, range(x.dim() - 1))
+def _features_static(x: torch.Tensor) -> torch.Tensor:
+    """The last dimension static: the hidden size of a norm or an MLP, the head dimension of a
+    per-head norm."""
+    return _static_dims(x, (x.dim() - 1,))
 
 
-@torch.compile(fullgraph=True)
+@torch.compile(dynamic=True, fullgraph=True)
 def _rms_norm(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     x = hidden.to(torch.float32)
     x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return weight * x.to(hidden.dtype)
 
 
-@torch.compile(fullgraph=True)
+@torch.compile(dynamic=True, fullgraph=True)
 def _silu_gate(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.silu(gate) * up
 
@@ -77,7 +77,7 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return (x * cos) + (torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin)
 
 
-@torch.compile(fullgraph=True)
+@torch.compile(dynamic=True, fullgraph=True)
 def _rotary(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -95,8 +95,8 @@ def _fused_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
         rotated = _fused_apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin, unsqueeze_dim=2)
         return tuple(x.transpose(1, 2) for x in rotated)
     cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
-    # Dimension 1 is T in the (B, T, H, d) layout that unsqueeze_dim 2 is used with.
-    return _rotary(*(_dynamic_dims(x, (1,)) for x in (q, k, cos, sin)))
+    # The heads and the head dimension static: (B, T, H, d), the layout unsqueeze_dim 2 is used with.
+    return _rotary(*(_static_dims(x, (2, 3)) for x in (q, k, cos, sin)))
 
 
 def _is_rms_norm(module: torch.nn.Module) -> bool:
@@ -182,11 +182,11 @@ def _fused_rope_forward(module: torch.nn.Module) -> Callable | None:
 
 
 def _fused_rms_norm_forward(self, hidden: torch.Tensor) -> torch.Tensor:
-    return _rms_norm(_rows_dynamic(hidden), self.weight, self.variance_epsilon)
+    return _rms_norm(_features_static(hidden), self.weight, self.variance_epsilon)
 
 
 def _fused_mlp_forward(self, x: torch.Tensor) -> torch.Tensor:
-    return self.down_proj(_silu_gate(_rows_dynamic(self.gate_proj(x)), _rows_dynamic(self.up_proj(x))))
+    return self.down_proj(_silu_gate(_features_static(self.gate_proj(x)), _features_static(self.up_proj(x))))
 
 
 def fuse_elementwise(model: torch.nn.Module) -> int:
