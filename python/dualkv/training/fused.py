@@ -43,7 +43,7 @@ import torch
 __all__ = ["fuse_elementwise"]
 
 
-def _static_dims(x: torch.Tensor, dims: range | tuple[int, ...]) -> torch.Tensor:
+def _static_dims(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     """x with `dims` marked static for the compiled functions below (compiled with every other
     dimension symbolic). Inside a compiled caller the marks are not needed (the caller's trace
     decides) and not placed."""
