@@ -1,6 +1,7 @@
 #include "attention_checks.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <vector>
 
 #include "error_budget.h"
@@ -15,11 +16,11 @@ struct Inputs {
   DenseTensor q, k, v, dout;
 };
 
-// NaN in q, k and v of every token of every odd-numbered segment.
-void poison_odd_segments(const dualkv::Layout& layout, HostTensors& host) {
+// NaN in `views` at every token of every odd-numbered segment.
+void poison_odd_segments(const dualkv::Layout& layout, std::initializer_list<StridedTensor*> views) {
   for (int32_t s = 1; s < layout.num_segments(); s += 2) {
     for (int32_t t = layout.segment_begin(s); t < layout.segment_end(s); ++t) {
-      for (StridedTensor* view : {&host.q, &host.k, &host.v}) {
+      for (StridedTensor* view : views) {
         for (int64_t h = 0; h < view->heads; ++h) {
           for (int64_t i = 0; i < view->head_dim; ++i) view->write(t, h, i, std::nan(""));
         }
@@ -46,7 +47,8 @@ void grow_keys_along_segments(const dualkv::Layout& layout, StridedTensor& k) {
 Inputs draw_inputs(const dualkv::Layout& layout, HostTensors& host, InputPattern pattern) {
   std::mt19937_64 rng = rng_for_current_test();
   for (StridedTensor* view : {&host.q, &host.k, &host.v, &host.dout}) fill_uniform(*view, rng);
-  if (pattern == InputPattern::kNanInOddSegments) poison_odd_segments(layout, host);
+  if (pattern == InputPattern::kNanInOddSegments) poison_odd_segments(layout, {&host.q, &host.k, &host.v});
+  if (pattern == InputPattern::kNanValuesInOddSegments) poison_odd_segments(layout, {&host.v});
   if (pattern == InputPattern::kGrowingKeys) grow_keys_along_segments(layout, host.k);
   return Inputs{to_dense(host.q), to_dense(host.k), to_dense(host.v), to_dense(host.dout)};
 }
@@ -111,7 +113,8 @@ void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t he
   HostTensors host =
       make_host_tensors(problem.placement, dtype, layout.total_tokens(), problem.heads, problem.kv_heads, head_dim);
   const Inputs inputs = draw_inputs(layout, host, pattern);
-  const bool nan_in_odd_segments = pattern == InputPattern::kNanInOddSegments;
+  const bool nan_in_odd_segments =
+      pattern == InputPattern::kNanInOddSegments || pattern == InputPattern::kNanValuesInOddSegments;
   const float scale = dualkv::default_softmax_scale(head_dim);
 
   oracle::ForwardResult fp64 = cpu_fp64_forward(layout, inputs.q, inputs.k, inputs.v, scale);

@@ -31,6 +31,11 @@ enum class InputPattern {
   // (propagation); every other row must be unaffected and within budget (a kernel that reads a
   // neighbouring segment's rows into a result, even multiplied by zero, fails);
   kNanInOddSegments,
+  // NaN in v alone of every odd-numbered segment: the same rule for out (the rows that see such a
+  // segment are NaN, every other row within budget) while every LSE stays finite (a kernel whose
+  // tile held rows of two responses would have to keep each one's V out of the other's rows, as
+  // 0 x NaN is NaN, and still make its own rows NaN);
+  kNanValuesInOddSegments,
   // the j-th key of every segment scaled by 1 + j / 32, so that a row's maximum score jumps by more
   // than 2^8 (in exp2 units) at later key blocks of its walk and the online softmax must rescale O
   // mid-walk (the Hopper forward's lazy maximum moves only then; uniform inputs never make it).

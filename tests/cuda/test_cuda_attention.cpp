@@ -65,6 +65,13 @@ TEST_P(CudaForward, NanInOddSegmentsStaysThere) {
   check_forward(problem, dtype, head_dim, {family, 0}, InputPattern::kNanInOddSegments);
 }
 
+// NaN in the values alone of every other segment: the rows that see them are NaN, every other row
+// and every LSE within budget.
+TEST_P(CudaForward, NanValuesInOddSegmentsStayThere) {
+  const auto& [problem, dtype, head_dim, family] = GetParam();
+  check_forward(problem, dtype, head_dim, {family, 0}, InputPattern::kNanValuesInOddSegments);
+}
+
 // Keys growing along each segment: the maximum of a row jumps at later key blocks, and O is
 // rescaled mid-walk (the Hopper forward's rare rescale path, both of its P buffers).
 TEST_P(CudaForward, LaterKeysRaiseTheMaximum) {
