@@ -1,7 +1,8 @@
 // Work plans kept with the layout (include/dualkv/layout.h) on the device: each direction's plan
 // is built and uploaded by a layout's first call and reused by later calls and by copies of the
 // layout, freed with the layout's last copy, even while its calls still run; a graph captures a
-// call whose plans are cached, and a call that would have to upload one is an Error.
+// call whose plans are cached and keeps those plans past the layout, and a call that would have to
+// upload one is an Error.
 //
 // The plans are the library's only stream-ordered allocations (cudaMallocAsync; the suite's own
 // memory comes from cudaMalloc), so the device's default memory pool shows each one from outside.
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -18,6 +20,7 @@ namespace dualkv_test {
 namespace {
 
 const BatchSpec kBatch = {{130, {70, 1, 129}}, {17, {64}}};
+const BatchSpec kOtherBatch = {{200, {100, 30}}, {1, {80}}};  // as many tokens, other segments
 constexpr int64_t kHeads = 4;
 constexpr int64_t kKvHeads = 2;
 constexpr int64_t kHeadDim = 64;
@@ -63,6 +66,16 @@ struct Problem {
     const auto* lse = reinterpret_cast<const unsigned char*>(host.lse.values.data());
     bytes.insert(bytes.end(), lse, lse + host.lse.values.size() * sizeof(float));
     return bytes;
+  }
+
+  // Every output (and its host copy) poisoned.
+  void poison_outputs() {
+    for (const StridedTensor* view : {&host.out, &host.dq, &host.dk, &host.dv}) {
+      view->storage->poison();
+      device.upload(*view);
+    }
+    host.lse.poison();
+    device.upload_lse();
   }
 
   // Forward, then backward, on `stream`; returns without waiting.
@@ -148,31 +161,83 @@ TEST(CudaPlans, CachedAndShortLivedPlansGiveTheSameBits) {
   EXPECT_TRUE(expected == problem.outputs()) << "layouts destroyed while their calls ran";
 }
 
+// The graph of what `work` enqueues on `stream`, captured in the default (global) mode.
+template <typename Work>
+cudaGraph_t capture(cudaStream_t stream, Work&& work) {
+  cudaGraph_t graph = nullptr;
+  check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+  work();
+  check_cuda(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  return graph;
+}
+
+// Runs `graph` once on `stream` and destroys it.
+void launch_once(cudaGraph_t graph, cudaStream_t stream) {
+  cudaGraphExec_t exec = nullptr;
+  check_cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  check_cuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  check_cuda(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+  check_cuda(cudaGraphDestroy(graph), "cudaGraphDestroy");
+}
+
 TEST(CudaPlans, AGraphCapturesCallsWithCachedPlans) {
   Problem problem;
   const Stream stream;
   problem.run(problem.layout, stream.get());
   const std::vector<unsigned char> expected = problem.outputs();
-  for (const StridedTensor* view : {&problem.host.out, &problem.host.dq, &problem.host.dk, &problem.host.dv}) {
-    view->storage->poison();
-    problem.device.upload(*view);
-  }
-
-  problem.host.lse.poison();
-  problem.device.upload_lse();
+  problem.poison_outputs();
   const std::vector<unsigned char> poisoned = problem.outputs();
-
-  cudaGraph_t graph = nullptr;
-  check_cuda(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
-  problem.run(problem.layout, stream.get());
-  check_cuda(cudaStreamEndCapture(stream.get(), &graph), "cudaStreamEndCapture");
-  cudaGraphExec_t exec = nullptr;
-  check_cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  const cudaGraph_t graph = capture(stream.get(), [&] { problem.run(problem.layout, stream.get()); });
   EXPECT_TRUE(poisoned == problem.outputs()) << "capture itself runs nothing";
-  check_cuda(cudaGraphLaunch(exec, stream.get()), "cudaGraphLaunch");
+  launch_once(graph, stream.get());
   EXPECT_TRUE(expected == problem.outputs());
-  check_cuda(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
-  check_cuda(cudaGraphDestroy(graph), "cudaGraphDestroy");
+}
+
+// A graph replays its captured calls' plans after their layout is gone and other layouts have
+// allocated and freed plans since: plans a captured call used are never freed.
+TEST(CudaPlans, AGraphOutlivesTheLayoutItCaptured) {
+  Problem problem;
+  const Stream stream;
+  problem.run(problem.layout, stream.get());
+  const std::vector<unsigned char> expected = problem.outputs();
+  const PoolUse pool;
+  cudaGraph_t graph = nullptr;
+  uint64_t with_captured_plans = 0;
+  {
+    const dualkv::Layout captured = make_layout(kBatch);
+    problem.run(captured, stream.get());
+    graph = capture(stream.get(), [&] { problem.run(captured, stream.get()); });
+    if (pool.available()) with_captured_plans = pool.bytes();
+  }
+  if (pool.available()) EXPECT_EQ(pool.bytes(), with_captured_plans) << "the captured plans stay";
+  for (int round = 0; round < 3; ++round) {
+    const dualkv::Layout other = make_layout(kOtherBatch);
+    problem.run(other, stream.get());
+    check_cuda(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
+  }
+  problem.poison_outputs();
+  launch_once(graph, stream.get());
+  EXPECT_TRUE(expected == problem.outputs());
+}
+
+// Destroying a layout frees its plans on a stream of the library's own; while another stream
+// captures a graph in the default (global) mode, that must not invalidate the capture.
+TEST(CudaPlans, ALayoutDestroyedDuringACaptureLeavesTheCaptureValid) {
+  Problem problem;
+  const Stream stream;
+  problem.run(problem.layout, stream.get());
+  const std::vector<unsigned char> expected = problem.outputs();
+  std::optional<dualkv::Layout> other(make_layout(kOtherBatch));
+  problem.run(*other, stream.get());
+  check_cuda(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
+  const cudaGraph_t graph = capture(stream.get(), [&] {
+    problem.run(problem.layout, stream.get());
+    other.reset();
+  });
+  problem.poison_outputs();
+  launch_once(graph, stream.get());
+  EXPECT_TRUE(expected == problem.outputs());
 }
 
 TEST(CudaPlans, CapturingACallThatWouldUploadIsAnError) {
@@ -180,15 +245,14 @@ TEST(CudaPlans, CapturingACallThatWouldUploadIsAnError) {
   const Stream stream;
   dualkv::ForwardParams params = problem.forward();
   params.options.stream = stream.get();
-  check_cuda(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
-  try {
-    dualkv::forward(problem.layout, params);
-    ADD_FAILURE() << "the forward's plan is not cached yet";
-  } catch (const dualkv::Error& error) {
-    EXPECT_EQ(error.argument(), "options.stream") << error.what();
-  }
-  cudaGraph_t graph = nullptr;
-  check_cuda(cudaStreamEndCapture(stream.get(), &graph), "cudaStreamEndCapture");
+  const cudaGraph_t graph = capture(stream.get(), [&] {
+    try {
+      dualkv::forward(problem.layout, params);
+      ADD_FAILURE() << "the forward's plan is not cached yet";
+    } catch (const dualkv::Error& error) {
+      EXPECT_EQ(error.argument(), "options.stream") << error.what();
+    }
+  });
   check_cuda(cudaGraphDestroy(graph), "cudaGraphDestroy");
   EXPECT_NO_THROW(dualkv::forward(problem.layout, params)) << "outside capture the call builds the plan";
   check_cuda(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -75,6 +76,11 @@ class UploadedPlan final : public DevicePlanBuffer {
     uses_.push_back({user, last_use});
   }
 
+  // A CUDA graph that captured a call with this plan reads it at every replay, and nothing tells
+  // the library when that graph is gone: from the first captured call on, the allocation is
+  // never freed, so no replay can read memory given to something else.
+  void keep_for_graph_replays() noexcept { kept_for_graph_replays_ = true; }
+
   // Failures are dropped: they come from a device already in an error state, where the
   // allocation's release no longer matters.
   void end_use(void* stream) noexcept override {
@@ -92,10 +98,16 @@ class UploadedPlan final : public DevicePlanBuffer {
   };
 
   // Destructor-safe (no throw): errors here mean the context is gone, and the memory with it.
+  // A layout may die while a stream of this thread captures a graph: in the default (global)
+  // capture mode these calls would invalidate that capture, though none of them touches its work,
+  // so they run in the relaxed mode.
   void release() noexcept {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const bool exchanged = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
     int previous = 0;
     const bool switched =
         cudaGetDevice(&previous) == cudaSuccess && previous != device_ && cudaSetDevice(device_) == cudaSuccess;
+    if (kept_for_graph_replays_) data_ = nullptr;
     if (release_ != nullptr) {
       if (uploaded_ != nullptr) cudaStreamWaitEvent(release_, uploaded_, 0);
       for (const Use& use : uses_) cudaStreamWaitEvent(release_, use.last_use, 0);
@@ -106,11 +118,13 @@ class UploadedPlan final : public DevicePlanBuffer {
     for (const Use& use : uses_) cudaEventDestroy(use.last_use);
     if (uploaded_ != nullptr) cudaEventDestroy(uploaded_);
     if (switched) cudaSetDevice(previous);
+    if (exchanged) cudaThreadExchangeStreamCaptureMode(&mode);
   }
 
   const int device_;
   const cudaStream_t release_;  // nullptr: the device has no memory pools
   void* data_ = nullptr;
+  std::atomic<bool> kept_for_graph_replays_{false};
   cudaEvent_t uploaded_ = nullptr;
   std::mutex mutex_;
   std::vector<Use> uses_;
@@ -127,7 +141,10 @@ const CachedPlan& cached_plan(const Layout& layout, const PlanKey& key, cudaStre
                               const std::function<PlanImage()>& build) {
   PlanCache& cache = plan_cache(layout);
   if (captured) {
-    if (const CachedPlan* plan = cache.find(key)) return *plan;
+    if (const CachedPlan* plan = cache.find(key)) {
+      static_cast<UploadedPlan*>(plan->buffer.get())->keep_for_graph_replays();  // the cache holds only these
+      return *plan;
+    }
     throw Error("options.stream",
                 "is capturing a CUDA graph, but this layout's work plan for this device and kernel shape is not "
                 "built yet, and its upload from host memory cannot be captured: run one call with this layout "

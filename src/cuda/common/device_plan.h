@@ -5,7 +5,9 @@
 //
 // CUDA graph capture: a call whose plans are cached captures no upload, so it can be captured;
 // a call that would have to build one is an Error naming options.stream (an upload from host
-// memory cannot be captured). The layout must outlive every replay of a graph that captured it.
+// memory cannot be captured). A plan that a captured call used is never freed (a replay may come
+// after its layout is gone): one allocation per captured layout, device and kernel shape, kept
+// until the process exits.
 #pragma once
 
 #include <cstdint>
