@@ -131,3 +131,4 @@ def test_a_layouts_first_call_cannot_be_captured(generator):
             step.run(layout)
     graph, static = step.capture(layout)
     expect_replay_equals_eager(step, graph, static, layout, generator)
+
