@@ -39,6 +39,13 @@ at::Tensor token_scores_backward_cpu(const at::Tensor& logits, double inverse_te
                                grad_entropy, /*stream=*/nullptr);
 }
 
+// cudagraph_unsafe: the attention kernels read work plans built on the host from the CPU offset
+// tensors, and a CUDA graph keeps the plans of the layout it captured. torch.cuda.graph around
+// the op is fine (the caller captures one layout); the CUDA graphs torch.compile makes on its own
+// (mode="reduce-overhead") would replay one layout's work for another of the same shapes, so
+// Inductor must run these ops outside them.
+const std::vector<at::Tag> kAttentionTags = {at::Tag::pt2_compliant_tag, at::Tag::cudagraph_unsafe};
+
 }  // namespace
 
 TORCH_LIBRARY(dualkv, m) {
@@ -46,12 +53,12 @@ TORCH_LIBRARY(dualkv, m) {
   m.def(
       "attention_forward(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens, Tensor cu_groups, "
       "float? softmax_scale, bool deterministic, str kernel_family=\"auto\") -> (Tensor out, Tensor lse)",
-      {at::Tag::pt2_compliant_tag});
+      kAttentionTags);
   m.def(
       "attention_backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
       "Tensor cu_seqlens, Tensor cu_groups, float? softmax_scale, bool deterministic, "
       "str kernel_family=\"auto\") -> (Tensor dq, Tensor dk, Tensor dv)",
-      {at::Tag::pt2_compliant_tag});
+      kAttentionTags);
   m.def("token_scores_forward(Tensor logits, float inverse_temperature) -> (Tensor lse, Tensor entropy)",
         {at::Tag::pt2_compliant_tag});
   m.def(

@@ -14,6 +14,8 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
 HEADS, KV_HEADS, HEAD_DIM = 8, 2, 128
 PROMPTS, RESPONSES = [130, 17], [[70, 1, 129], [64]]
 OTHER_PROMPTS, OTHER_RESPONSES = [200, 1], [[100, 30], [80]]  # as many tokens, other segments
+# As many tokens, groups and segments as PROMPTS, RESPONSES: the same tensor shapes everywhere.
+SAME_SHAPES_PROMPTS, SAME_SHAPES_RESPONSES = [100, 47], [[100, 30, 70], [64]]
 
 
 def families():
@@ -132,3 +134,30 @@ def test_a_layouts_first_call_cannot_be_captured(generator):
     graph, static = step.capture(layout)
     expect_replay_equals_eager(step, graph, static, layout, generator)
 
+
+def test_torch_compile_reduce_overhead_runs_each_layouts_own_work(generator):
+    """torch.compile(mode="reduce-overhead") around forward and backward, alternating two layouts
+    whose offset tensors have the same shapes: every call equals the eager call with its own layout
+    (a CUDA graph recorded for one would replay its work for the other; the operators are tagged
+    cudagraph_unsafe, so Inductor runs them outside its graphs)."""
+    layouts = [
+        dualkv.Layout.from_lengths(PROMPTS, RESPONSES),
+        dualkv.Layout.from_lengths(SAME_SHAPES_PROMPTS, SAME_SHAPES_RESPONSES),
+    ]
+    assert layouts[0].num_tokens == layouts[1].num_tokens
+    step = Step(layouts[0].num_tokens, torch.bfloat16, "auto", deterministic=True)
+
+    def forward(q, k, v, layout):
+        return dualkv.attention(q, k, v, layout, deterministic=True)
+
+    compiled = torch.compile(forward, mode="reduce-overhead")
+    for call in range(6):
+        layout = layouts[call % 2]
+        step.fill(generator)
+        step.q.grad = step.k.grad = step.v.grad = None
+        out = compiled(step.q, step.k, step.v, layout)
+        out.backward(step.dout)
+        actual = [out.detach().clone(), step.q.grad.clone(), step.k.grad.clone(), step.v.grad.clone()]
+        expected = step.run(layout)
+        for name, a, e in zip(("out", "dq", "dk", "dv"), actual, expected):
+            assert torch.equal(a, e), f"call {call}: {name}"

@@ -61,6 +61,17 @@ def test_both_operators_take_kernel_family_with_one_default():
     assert kernel_family(forward) == kernel_family(backward) == ("str", "auto")
 
 
+def test_attention_operators_are_kept_out_of_compiled_cuda_graphs():
+    """Their work depends on the CPU offset tensors' values, which a CUDA graph that torch.compile
+    records (mode="reduce-overhead") would freeze; the token-score operators have no such input."""
+    attention = (torch.ops.dualkv.attention_forward.default, torch.ops.dualkv.attention_backward.default)
+    scores = (torch.ops.dualkv.token_scores_forward.default, torch.ops.dualkv.token_scores_backward.default)
+    for operator in attention:
+        assert torch.Tag.cudagraph_unsafe in operator.tags, operator
+    for operator in scores:
+        assert torch.Tag.cudagraph_unsafe not in operator.tags, operator
+
+
 class _RecordBackwardCalls(TorchDispatchMode):
     """The arguments, by name, of every attention_backward call made while the mode is active
     (the dispatcher drops trailing arguments equal to their defaults, so those are filled in)."""
