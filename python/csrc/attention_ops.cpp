@@ -1,5 +1,6 @@
 #include "attention_ops.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 
@@ -101,7 +102,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
     params.dk = output_view(dk, "dk");
     params.dv = output_view(dv, "dv");
     params.softmax_scale = resolve_softmax_scale(softmax_scale, params.q.head_dim);
-    params.deterministic = deterministic;
+    params.deterministic = deterministic || at::globalContext().deterministicAlgorithms();
     params.options = execution_options(stream);
     params.options.kernel_family = parse_kernel_family(kernel_family);
     const at::Tensor workspace =

@@ -27,7 +27,9 @@ std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const 
 //                            Tensor cu_seqlens, Tensor cu_groups, float? softmax_scale,
 //                            bool deterministic, str kernel_family="auto")
 //                            -> (Tensor dq, Tensor dk, Tensor dv)
-// kernel_family as in attention_forward.
+// kernel_family as in attention_forward. The deterministic backward also runs whenever
+// torch.use_deterministic_algorithms(True) is in effect, as PyTorch's own operators with a
+// deterministic alternative do.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
     const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
     const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,

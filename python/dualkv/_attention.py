@@ -37,7 +37,8 @@ def attention(
     and k is in the group's prompt or in q's own segment.
 
     softmax_scale: defaults to 1 / sqrt(d). deterministic: a backward pass whose results are
-    bitwise reproducible on CUDA (the CPU path always is). kernel_family: the CUDA kernels of the
+    bitwise reproducible on CUDA (the CPU path always is); also chosen whenever
+    torch.use_deterministic_algorithms(True) is in effect. kernel_family: the CUDA kernels of the
     forward and of its backward: "auto" (the Hopper kernels on an H100/H200 when they cover the
     call, the portable ones otherwise), "portable" or "hopper" (an error where it cannot run);
     ignored on the CPU. Bad input raises ValueError naming the argument and the rule it broke.

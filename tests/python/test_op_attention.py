@@ -212,6 +212,38 @@ def test_deterministic_backward_is_bitwise_reproducible(device, generator):
         assert torch.equal(first, second)
 
 
+@pytest.mark.parametrize("family", ["portable", "hopper"])
+@NEEDS_GPU
+def test_torch_deterministic_algorithms_select_the_deterministic_backward(family, generator):
+    """With torch.use_deterministic_algorithms(True) the default backward is the deterministic one:
+    its gradients equal deterministic=True's bit for bit. The layout is the one above, whose dQ rows
+    sum many key tiles: the atomic backward adds them in another grouping, which shows in the bits."""
+    if family == "hopper" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the Hopper kernels need compute capability 9.0")
+    layout = dualkv.Layout.from_lengths([300, 40], [[200, 150, 1], [90]])
+    q, k, v = (
+        torch.randn(layout.num_tokens, heads, HEAD_DIM, generator=generator).to("cuda", torch.bfloat16).requires_grad_()
+        for heads in (HEADS, 2, 2)
+    )
+    dout = torch.randn(q.shape, generator=generator).to("cuda", torch.bfloat16)
+
+    def gradients(deterministic):
+        q.grad = k.grad = v.grad = None
+        dualkv.attention(q, k, v, layout, deterministic=deterministic, kernel_family=family).backward(dout)
+        return q.grad, k.grad, v.grad
+
+    reference = gradients(True)
+    enabled = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        chosen = gradients(False)
+    finally:
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+    for name, actual, expected in zip(("dq", "dk", "dv"), chosen, reference):
+        assert torch.equal(actual, expected), name
+
+
 @pytest.mark.parametrize(
     "device, dtype", [("cpu", torch.float32), pytest.param("cuda", torch.float16, marks=NEEDS_GPU)]
 )
