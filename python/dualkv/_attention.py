@@ -36,6 +36,8 @@ def attention(
     fused QKV projection). Query token q sees key token k iff both are in the same group, k <= q,
     and k is in the group's prompt or in q's own segment.
 
+    Under torch.autocast, q, k and v are first cast to the autocast dtype (as for SDPA).
+
     softmax_scale: defaults to 1 / sqrt(d). deterministic: a backward pass whose results are
     bitwise reproducible on CUDA (the CPU path always is); also chosen whenever
     torch.use_deterministic_algorithms(True) is in effect. kernel_family: the CUDA kernels of the
@@ -63,6 +65,7 @@ def attention_with_lse(
     the natural log of sum_k exp(softmax_scale * q.k) over each query's visible keys, for callers
     that merge attention states. Gradients flow through out only: lse is not differentiable."""
     _check_arguments(q, k, v, layout, softmax_scale, deterministic, kernel_family)
+    q, k, v = _in_autocast_dtype(q, k, v)
     if softmax_scale is not None:
         softmax_scale = float(softmax_scale)
     cu_seqlens, cu_groups = layout._operator_offsets()
@@ -72,6 +75,18 @@ def attention_with_lse(
 
 
 KERNEL_FAMILIES = ("auto", "portable", "hopper")
+
+
+def _in_autocast_dtype(q, k, v):
+    """Under torch.autocast on q's device, q, k and v in the autocast dtype, as autocast does for
+    SDPA. A model with fp32 weights under bf16 autocast (a trainer's mixed precision) hands over
+    fp32 queries and keys (Qwen3's q/k norms multiply by fp32 weights) beside bf16 values, and the
+    kernels take one dtype. The casts are differentiable: gradients return in the inputs' dtypes."""
+    device = q.device.type
+    if not torch.is_autocast_enabled(device):
+        return q, k, v
+    dtype = torch.get_autocast_dtype(device)
+    return q.to(dtype), k.to(dtype), v.to(dtype)
 
 
 def _check_arguments(q, k, v, layout, softmax_scale, deterministic, kernel_family) -> None:

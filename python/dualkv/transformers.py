@@ -113,8 +113,9 @@ def dualkv_attention_forward(
     # squeeze, not [0]: select's backward would write each gradient into a new zeroed tensor.
     q, k, v = (x.squeeze(0).transpose(0, 1) for x in (query, key, value))
     out = _attend(q, k, v, dualkv_layout, softmax_scale=scaling)
-    # After the call, so that arguments the operator refuses are reported as such, not as a failed check.
-    _self_check_once(query.device, query.dtype, query.shape[1], key.shape[1], query.shape[3])
+    # After the call, so that arguments the operator refuses are reported as such, not as a failed
+    # check; in the dtype the kernels ran in (under autocast, the autocast dtype).
+    _self_check_once(query.device, out.dtype, query.shape[1], key.shape[1], query.shape[3])
     return out.unsqueeze(0), None
 
 

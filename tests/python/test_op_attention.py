@@ -212,6 +212,33 @@ def test_deterministic_backward_is_bitwise_reproducible(device, generator):
         assert torch.equal(first, second)
 
 
+AUTOCAST = [pytest.param("cpu", torch.bfloat16, id="cpu-bf16")] + [
+    pytest.param("cuda", dtype, id=f"cuda-{dtype}", marks=NEEDS_GPU) for dtype in (torch.float16, torch.bfloat16)
+]
+
+
+@pytest.mark.parametrize("device, dtype", AUTOCAST)
+def test_autocast_casts_the_inputs_like_sdpa(device, dtype, make_qkv, generator):
+    """Under torch.autocast, fp32 q and k beside v already in the autocast dtype (a model's fp32
+    q/k norms under mixed precision): the call runs in the autocast dtype, equals the call on inputs
+    cast by hand bit for bit, and gradients return in each input's own dtype."""
+    layout = dualkv.Layout.from_lengths(*LAYOUTS["three_groups_ragged"])
+    q, k, v = (t.detach().to(device) for t in make_qkv(layout.num_tokens, HEADS, 2, HEAD_DIM))
+    v = v.to(dtype)
+    dout = torch.randn(q.shape, generator=generator).to(device, dtype)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    with torch.autocast(device, dtype=dtype):
+        out = dualkv.attention(*leaves, layout)
+    out.backward(dout)
+    cast = [t.to(dtype).requires_grad_() for t in (q, k, v)]
+    expected = dualkv.attention(*cast, layout)
+    expected.backward(dout)
+    assert out.dtype == dtype and torch.equal(out, expected)
+    for leaf, by_hand in zip(leaves, cast):
+        assert leaf.grad.dtype == leaf.dtype
+        assert torch.equal(leaf.grad, by_hand.grad.to(leaf.dtype))
+
+
 @pytest.mark.parametrize("family", ["portable", "hopper"])
 @NEEDS_GPU
 def test_torch_deterministic_algorithms_select_the_deterministic_backward(family, generator):

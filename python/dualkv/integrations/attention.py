@@ -77,24 +77,12 @@ def use_packed_attention(model: PreTrainedModel) -> str:
 def _dispatching_attention(fallback: str):
     def attention(module, query, key, value, attention_mask, *args, dualkv_layout=None, **kwargs):
         if dualkv_layout is not None:
-            query, key, value = _autocast_inputs(query, key, value)
             return dualkv_transformers.dualkv_attention_forward(
                 module, query, key, value, attention_mask, *args, dualkv_layout=dualkv_layout, **kwargs
             )
         return _fallback_attention(fallback, module)(module, query, key, value, attention_mask, *args, **kwargs)
 
     return attention
-
-
-def _autocast_inputs(query, key, value):
-    """Under autocast, q, k, v in the autocast dtype, as autocast does for SDPA. Without it a
-    trainer's mixed precision (fp32 weights, bf16 autocast) fails: Qwen3's q/k norms multiply by
-    fp32 weights and return fp32 while v comes from a bf16 matmul, and the op needs one dtype."""
-    device = query.device.type
-    if not torch.is_autocast_enabled(device):
-        return query, key, value
-    dtype = torch.get_autocast_dtype(device)
-    return query.to(dtype), key.to(dtype), value.to(dtype)
 
 
 def _fallback_attention(fallback: str, module: torch.nn.Module):
