@@ -23,7 +23,9 @@ import sys
 FUNCTION = re.compile(r"^\s*Function : (\S+)")
 INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 BRANCH_TARGET = re.compile(r"\b(?:BRA|CALL)(?:\.\S+)?\s+(?:`\(\.L_x_\d+\)|0x([0-9a-f]+))")
-LOCAL_ACCESS = re.compile(r"\b(?:LDL|STL)(?:\.\S+)?\s")
+LOCAL_ACCESS = re.compile(r"\b(?:LDL|STL)\b")
+# Opcodes that end a basic block.
+FLOW_OPCODES = ("BRA", "EXIT", "CALL", "RET")
 ATTENTION_KERNEL = re.compile(r"sm90\d+(?:forward_kernel|backward_kv_kernel)I")
 HOPPER_KERNEL = re.compile(r"sm90\d+\w+_kernelI")
 # backward_kv_kernel<BackwardConfig<Element, head_dim>, accumulate_dq>, as mangled.
@@ -42,6 +44,11 @@ def functions(sass: str) -> dict[str, list[tuple[int, str]]]:
     return found
 
 
+def _opcode(text: str) -> str:
+    """The opcode of an instruction, its predicate (@P0, @!UP1, @PT) removed."""
+    return text.lstrip("@!UPT0123456789 ").split(" ")[0]
+
+
 def _control_flow(instructions: list[tuple[int, str]]) -> tuple[list[list[int]], list[list[int]]]:
     """Basic blocks (as instruction indices) and each block's successor blocks. A branch, call,
     return or exit ends a block; a predicated branch or exit also falls through, and a call goes to
@@ -51,10 +58,10 @@ def _control_flow(instructions: list[tuple[int, str]]) -> tuple[list[list[int]],
     leaders = {0}
     targets: dict[int, int] = {}
     for i, (_, text) in enumerate(instructions):
-        opcode = text.lstrip("@!UPT0123456789 ").split(" ")[0]
+        opcode = _opcode(text)
         if opcode.startswith(("BRX", "JMX")):
             raise ValueError(f"check_sass: cannot follow {text!r}")
-        if opcode.startswith(("BRA", "EXIT", "CALL", "RET")):
+        if opcode.startswith(FLOW_OPCODES):
             leaders.add(i + 1)
             if match := BRANCH_TARGET.search(text):
                 if match[1] is None:
@@ -68,21 +75,25 @@ def _control_flow(instructions: list[tuple[int, str]]) -> tuple[list[list[int]],
     for b, block in enumerate(blocks):
         last = block[-1]
         text = instructions[last][1]
-        opcode = text.lstrip("@!UPT0123456789 ")
+        opcode = _opcode(text)
         predicated = text.startswith("@") or opcode.startswith("CALL")
-        ends_flow = opcode.startswith(("BRA", "EXIT", "CALL", "RET"))
+        ends_flow = opcode.startswith(FLOW_OPCODES)
         following = [block_of[last + 1]] if last + 1 in block_of and (predicated or not ends_flow) else []
         successors.append(([block_of[targets[last]]] if last in targets else []) + following)
     return blocks, successors
 
 
-def _dominators(successors: list[list[int]]) -> list[set[int]]:
-    """dominators[b]: the blocks on every path from the entry to b (unreachable blocks: all)."""
-    everything = set(range(len(successors)))
+def _predecessors(successors: list[list[int]]) -> list[list[int]]:
     predecessors: list[list[int]] = [[] for _ in successors]
     for b, following in enumerate(successors):
         for s in following:
             predecessors[s].append(b)
+    return predecessors
+
+
+def _dominators(successors: list[list[int]], predecessors: list[list[int]]) -> list[set[int]]:
+    """dominators[b]: the blocks on every path from the entry to b (unreachable blocks: all)."""
+    everything = set(range(len(successors)))
     dominators = [{0}] + [set(everything) for _ in successors[1:]]
     changed = True
     while changed:
@@ -102,11 +113,8 @@ def loop_instructions(instructions: list[tuple[int, str]]) -> set[int]:
     if not instructions:
         return set()
     blocks, successors = _control_flow(instructions)
-    dominators = _dominators(successors)
-    predecessors: list[list[int]] = [[] for _ in blocks]
-    for b, following in enumerate(successors):
-        for s in following:
-            predecessors[s].append(b)
+    predecessors = _predecessors(successors)
+    dominators = _dominators(successors, predecessors)
     inside: set[int] = set()
     reachable = {0}
     stack = [0]
@@ -135,7 +143,7 @@ def local_accesses(instructions: list[tuple[int, str]]) -> tuple[list[int], list
     in_loops = loop_instructions(instructions)
     inside, outside = [], []
     for i, (address, text) in enumerate(instructions):
-        if LOCAL_ACCESS.search(text + " "):
+        if LOCAL_ACCESS.search(text):
             (inside if i in in_loops else outside).append(address)
     return inside, outside
 

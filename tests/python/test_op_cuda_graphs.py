@@ -56,7 +56,6 @@ class Step:
         with torch.cuda.stream(side):
             self.run(layout)
         torch.cuda.current_stream().wait_stream(side)
-        self.q.grad = self.k.grad = self.v.grad = None
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             outputs = self.run(layout)
