@@ -2,8 +2,7 @@
 """Checks the SASS of the Hopper kernels of a CUDA build (issue 11's rule, run by .ci/run):
 
 - every sm90 attention kernel (forward, backward key-tile kernel) issues HGMMA (wgmma);
-- no sm90 kernel touches local memory (LDL/STL) inside a loop, except the head_dim 64 atomic
-  backward, whose two spilled values are a known gap (docs/decisions.md, "Known gaps").
+- no sm90 kernel touches local memory (LDL/STL) inside a loop.
 
 Local memory outside every loop (a value stored once before the main loop and read after it) is
 reported but allowed. Loops are the natural loops of each kernel's control-flow graph.
@@ -29,7 +28,6 @@ FLOW_OPCODES = ("BRA", "EXIT", "CALL", "RET")
 ATTENTION_KERNEL = re.compile(r"sm90\d+(?:forward_kernel|backward_kv_kernel)I")
 HOPPER_KERNEL = re.compile(r"sm90\d+\w+_kernelI")
 # backward_kv_kernel<BackwardConfig<Element, head_dim>, accumulate_dq>, as mangled.
-BACKWARD_CONFIG = re.compile(r"backward_kv_kernelI.*?BackwardConfigI.*?ELi(\d+)EEELb([01])E")
 
 
 def functions(sass: str) -> dict[str, list[tuple[int, str]]]:
@@ -148,12 +146,6 @@ def local_accesses(instructions: list[tuple[int, str]]) -> tuple[list[int], list
     return inside, outside
 
 
-def local_memory_in_loops_allowed(name: str) -> bool:
-    """The head_dim 64 atomic backward (docs/decisions.md, "Known gaps")."""
-    match = BACKWARD_CONFIG.search(name)
-    return match is not None and match[1] == "64" and match[2] == "1"
-
-
 def problems(all_functions: dict[str, list[tuple[int, str]]]) -> tuple[list[str], list[str]]:
     """(rule violations, notes) over the sm90 kernels among `all_functions`."""
     violations, notes = [], []
@@ -163,7 +155,7 @@ def problems(all_functions: dict[str, list[tuple[int, str]]]) -> tuple[list[str]
         if ATTENTION_KERNEL.search(name) and not any(text.startswith("HGMMA") for _, text in instructions):
             violations.append(f"{name}: no HGMMA instruction")
         inside, outside = local_accesses(instructions)
-        if inside and not local_memory_in_loops_allowed(name):
+        if inside:
             violations.append(f"{name}: local memory inside a loop at {', '.join(hex(a) for a in inside)}")
         if inside or outside:
             notes.append(f"{name}: {len(inside)} local accesses inside loops, {len(outside)} outside")

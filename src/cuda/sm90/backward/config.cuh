@@ -90,6 +90,14 @@ struct BackwardConfig {
       decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
                                    cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>, cute::Int<kStages>>{}));
 
+  // head_dim 64's 128-query steps hold 64 + 64 score accumulators per consumer thread beside dK and
+  // dV: no register is left for per-thread index values held across the step loop, which ptxas
+  // spilled to local memory. There the operand descriptors come from the warpgroup's first thread
+  // (uniform registers) and the masking pass of boundary steps recomputes its coordinates.
+  // head_dim 128 keeps per-thread descriptors: uniform ones measured 1-4% slower there
+  // (docs/perf.md, sessions 12 and 16).
+  static constexpr bool kLeanIndexRegisters = kBlockM == 128;
+
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
   // LSE and D of a step: block_m floats at any token, bulk-copied from the 16-byte aligned start
   // at or before it, so up to 3 floats more.

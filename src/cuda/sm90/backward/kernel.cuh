@@ -113,6 +113,15 @@ __device__ __forceinline__ const float* stats_row(const float* stats, const Back
   return stats + step.head * p.stats_row_stride + (step.begin & ~3);
 }
 
+// (key, query) of each of consumer thread `thread`'s score accumulators, by (row, column).
+template <typename Config, typename TiledMma>
+__device__ __forceinline__ auto score_coordinates(const TiledMma& mma_sdp, int thread) {
+  using namespace cute;
+  Tensor coords = mma_sdp.get_thread_slice(thread).partition_C(
+      make_identity_tensor(Shape<Int<Config::kBlockN>, Int<Config::kBlockM>>{}));
+  return make_tensor(coords.data(), accumulator_rows_by_columns(coords.layout()));
+}
+
 template <typename Config>
 __device__ void produce_backward(const BackwardTmaParams& params, typename Config::SharedStorage& shared,
                                  typename Config::Pipeline& q_pipeline, typename Config::Pipeline& do_pipeline) {
@@ -238,21 +247,28 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   typename Config::TiledMmaSdP mma_sdp;
   typename Config::TiledMmaKV mma_kv;
   typename Config::TiledMmaDq mma_dq;
-  auto slice_sdp = mma_sdp.get_thread_slice(thread);
-  auto slice_kv = mma_kv.get_thread_slice(thread);
-  auto slice_dq = mma_dq.get_thread_slice(thread);
-  Tensor tSrK = slice_sdp.partition_fragment_A(sK);
-  Tensor tSrV = slice_sdp.partition_fragment_A(sV);
-  Tensor tSrQ = slice_sdp.partition_fragment_B(sQ);
-  Tensor tSrdO = slice_sdp.partition_fragment_B(sdO);
-  Tensor tKVrQt = slice_kv.partition_fragment_B(sQt);
-  Tensor tKVrdOt = slice_kv.partition_fragment_B(sdOt);
-  Tensor tDqrdS = slice_dq.partition_fragment_A(sdS);
-  Tensor tDqrKt = slice_dq.partition_fragment_B(sKt);
+  // The slices that partition the shared-memory operands (config.cuh, kLeanIndexRegisters).
+  const auto operand_slice = [&](const auto& mma) {
+    if constexpr (Config::kLeanIndexRegisters) {
+      return consumer_operand_slice(mma);
+    } else {
+      return mma.get_thread_slice(thread);
+    }
+  };
+  auto operands_sdp = operand_slice(mma_sdp);
+  auto operands_kv = operand_slice(mma_kv);
+  auto operands_dq = operand_slice(mma_dq);
+  Tensor tSrK = operands_sdp.partition_fragment_A(sK);
+  Tensor tSrV = operands_sdp.partition_fragment_A(sV);
+  Tensor tSrQ = operands_sdp.partition_fragment_B(sQ);
+  Tensor tSrdO = operands_sdp.partition_fragment_B(sdO);
+  Tensor tKVrQt = operands_kv.partition_fragment_B(sQt);
+  Tensor tKVrdOt = operands_kv.partition_fragment_B(sdOt);
+  Tensor tDqrdS = operands_dq.partition_fragment_A(sdS);
+  Tensor tDqrKt = operands_dq.partition_fragment_B(sKt);
   const DsTransposedStore<Config> ds_store(shared.ds, thread);
 
-  Tensor score_coords = slice_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
-  Tensor score_coords_rc = make_tensor(score_coords.data(), accumulator_rows_by_columns(score_coords.layout()));
+  const Tensor score_coords_rc = score_coordinates<Config>(mma_sdp, thread);
 
   Tensor acc_dk = partition_fragment_C(mma_kv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
   Tensor acc_dv = partition_fragment_C(mma_kv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
@@ -337,7 +353,16 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_dp);
     softmax_score_gradients<1>(s_rc, dp_rc, delta);
-    if (needs_mask) zero_invisible(s_rc, dp_rc, score_coords_rc, visible);
+    if (needs_mask) {
+      if constexpr (Config::kLeanIndexRegisters) {
+        // The coordinates anew, from an index the compiler cannot hoist out of the loop.
+        int masking_thread = thread;
+        hide_from_hoisting(masking_thread);
+        zero_invisible(s_rc, dp_rc, score_coordinates<Config>(mma_sdp, masking_thread), visible);
+      } else {
+        zero_invisible(s_rc, dp_rc, score_coords_rc, visible);
+      }
+    }
 
     Tensor probabilities = convert_fragment<Element>(acc_s);
     Tensor score_gradients = convert_fragment<Element>(acc_dp);
@@ -384,7 +409,8 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   if (q_release_pending) q_pipeline.consumer_release(q_release_state);
 
   // Epilogue: dK = scale * sum dS^T Q and dV = sum P^T dO as column pairs, rows inside the segment.
-  Tensor out_coords = slice_kv.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  Tensor out_coords =
+      mma_kv.get_thread_slice(thread).partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
   auto* dk =
       static_cast<Element*>(p.dk.data) + int64_t{key_begin} * p.dk.token_stride + work.kv_head * p.dk.head_stride;
   auto* dv =
