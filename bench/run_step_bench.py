@@ -39,8 +39,9 @@ automatic dynamic shapes), so the compile caches are cleared after it: the timed
 compiled for their own stream lengths, as in a run without the search. The timed step
 runs at the smaller of --micro-batch and that fit; in one process, a step that still runs out of
 memory is retried at half the size, down to 1 response, the sizes that failed listed under
-"oom_micro_batches" (with more processes it stops the run). Each method's old log-probs on the
-first configuration are compared with dualkv's (max absolute difference, reported, no gate).
+"oom_micro_batches" (with more processes it stops the run). Methods run in the order --methods
+gives them, each (P, N) in turn. Each method's old log-probs on the first configuration are
+compared with dualkv's when dualkv ran (max absolute difference, reported, no gate).
 Writes step_bench.json, step_bench.txt and, with matplotlib, step_bench.png under --out.
 """
 
@@ -83,13 +84,13 @@ def main(argv: list[str] | None = None) -> dict:
     if world % args.sp:
         raise ValueError(f"--sp: must divide the number of processes {world}, got {args.sp}")
     parallel = init_parallelism(args.sp, device)
-    methods = [m for m in METHODS if m in _usable_methods(args.methods, device)]  # dualkv first
+    methods = list(dict.fromkeys(_usable_methods(args.methods, device)))  # in the order given
     policy, config = _build_policy(args, device, parallel)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     peak = args.peak_tflops * 1e12 if args.peak_tflops else work.peak_flops(device_name)
     if peak is None and rank == 0:
         print(f"MFU not reported: peak FLOP/s of {device_name!r} unknown (pass --peak-tflops)", flush=True)
-    entries, reference_logprobs = [], None
+    entries = []
     for p in args.prompt_lengths:
         for n in args.responses:
             # Each data-parallel rank its own groups (the ranks of an SP group share them), all of
@@ -101,16 +102,14 @@ def main(argv: list[str] | None = None) -> dict:
             for method in methods:
                 result = _run_method(method, policy, groups, args.micro_batch or n, args, device, world,
                                      sequence_group=parallel.sp_group if args.sp > 1 else None)
-                if (p, n) == (args.prompt_lengths[0], args.responses[0]) and "logprobs" in result:
-                    if method == "dualkv":  # first in METHODS order, so the others find it
-                        reference_logprobs = result["logprobs"]
-                    if reference_logprobs:
-                        result["logprob_max_abs_diff_vs_dualkv"] = _max_difference(
-                            result["logprobs"], reference_logprobs
-                        )
-                result.pop("logprobs", None)
                 _add_rates(result, counts, config, peak, world)
                 entry["methods"][method] = result
+            logprobs = {m: r.pop("logprobs") for m, r in entry["methods"].items() if "logprobs" in r}
+            if (p, n) == (args.prompt_lengths[0], args.responses[0]) and "dualkv" in logprobs:
+                for method, values in logprobs.items():
+                    entry["methods"][method]["logprob_max_abs_diff_vs_dualkv"] = _max_difference(
+                        values, logprobs["dualkv"]
+                    )
             entries.append(entry)
             if rank == 0:
                 print(step_report.format_entry(entry), flush=True)
