@@ -27,7 +27,6 @@ LOCAL_ACCESS = re.compile(r"\b(?:LDL|STL)\b")
 FLOW_OPCODES = ("BRA", "EXIT", "CALL", "RET")
 ATTENTION_KERNEL = re.compile(r"sm90\d+(?:forward_kernel|backward_kv_kernel)I")
 HOPPER_KERNEL = re.compile(r"sm90\d+\w+_kernelI")
-# backward_kv_kernel<BackwardConfig<Element, head_dim>, accumulate_dq>, as mangled.
 
 
 def functions(sass: str) -> dict[str, list[tuple[int, str]]]:
