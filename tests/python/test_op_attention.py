@@ -25,6 +25,11 @@ DEVICE_DTYPES = [
 ] + [pytest.param("cuda", dtype, id=f"cuda-{dtype}", marks=NEEDS_GPU) for dtype in (torch.float16, torch.bfloat16)]
 
 
+def hopper_kernels_run_here() -> bool:
+    """Whether this machine's GPU runs the Hopper kernel family (compute capability 9.0)."""
+    return torch.cuda.get_device_capability() == (9, 0)
+
+
 def visibility_mask(prompt_lens, response_lens):
     """(T, T) bool, [query, key]: same group, key <= query, key in the prompt or in the query's
     own segment."""
@@ -245,7 +250,7 @@ def test_torch_deterministic_algorithms_select_the_deterministic_backward(family
     """With torch.use_deterministic_algorithms(True) the default backward is the deterministic one:
     its gradients equal deterministic=True's bit for bit. The layout is the one above, whose dQ rows
     sum many key tiles: the atomic backward adds them in another grouping, which shows in the bits."""
-    if family == "hopper" and torch.cuda.get_device_capability() != (9, 0):
+    if family == "hopper" and not hopper_kernels_run_here():
         pytest.skip("the Hopper kernels need compute capability 9.0")
     layout = dualkv.Layout.from_lengths([300, 40], [[200, 150, 1], [90]])
     q, k, v = (
@@ -309,7 +314,7 @@ def test_each_kernel_family_matches_the_reference(dtype, deterministic, make_qkv
     expected_out, expected_lse = dense_reference(q64, k64, v64, mask, HEAD_DIM**-0.5)
     expected_out.backward(dout.double())
     for family in ("portable", "hopper"):
-        if family == "hopper" and torch.cuda.get_device_capability() != (9, 0):
+        if family == "hopper" and not hopper_kernels_run_here():
             with pytest.raises(ValueError, match="kernel_family"):
                 dualkv.attention(q, k, v, layout, kernel_family=family)
             continue
