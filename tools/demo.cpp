@@ -1,7 +1,7 @@
-// dualkv_demo: the newcomer's main job. Builds a synthetic shared-prompt batch, runs forward and
-// backward through dualkv on the packed layout and through the N-copy layout a standard trainer
-// uses (the same inputs, copied), and prints the equivalence errors, the token and pair
-// reductions, and both times. Runs on the GPU when this build has CUDA and a GPU is present,
+// dualkv_demo: the attention operator alone, from C++. Builds a synthetic shared-prompt batch,
+// runs forward and backward through dualkv on the packed layout and through the N-copy layout a
+// standard trainer uses (the same inputs, copied), and prints the equivalence errors, the token
+// and pair reductions, and both times. Runs on the GPU when this build has CUDA and a GPU is present,
 // otherwise on the CPU.
 #include <cmath>
 #include <cstdio>
@@ -19,13 +19,6 @@
 
 namespace dualkv::tools {
 namespace {
-
-constexpr const char* kUsage =
-    "usage: dualkv_demo [--groups G] [--n N] [--p P] [--r R] [--ragged 0|1] [--heads H] [--kv-heads Hk]\n"
-    "                   [--head-dim d] [--dtype fp32|fp16|bf16] [--device auto|cpu|cuda] [--repeats K]\n"
-    "                   [--warmups W] [--cpu-threads K] [--seed S]\n"
-    "Group g's prompt is P - g*P/(2G) tokens; with --ragged 1 response lengths are uniform in [R/2, R].\n"
-    "dtype defaults to fp32 on the CPU and bf16 on CUDA.\n";
 
 // The (H, T) log-sum-exp of the N-copy run, moved back to packed rows (every copy of a prompt
 // row must agree, so the comparison takes each copy against its packed row).
@@ -55,7 +48,7 @@ double tflops(int64_t pairs, const BatchShape& s, double ms, double factor) {
 int run(int argc, char** argv) {
   const DemoOptions options = parse_demo_options(argc, argv);
   if (options.help) {
-    std::printf("%s", kUsage);
+    std::printf("%s", demo_usage().c_str());
     return 0;
   }
   const BatchShape& shape = options.shape;
@@ -135,7 +128,7 @@ int main(int argc, char** argv) {
                  "use smaller --groups, --n, --p, --r, --heads or --head-dim\n");
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "dualkv_demo: %s\n%s", e.what(), dualkv::tools::kUsage);
+    std::fprintf(stderr, "dualkv_demo: %s\n%s", e.what(), dualkv::tools::demo_usage().c_str());
     return 2;
   }
 }

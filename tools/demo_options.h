@@ -3,6 +3,8 @@
 // failure.
 #pragma once
 
+#include <string>
+
 #include "common/runner.h"
 #include "common/synthetic_batch.h"
 #include "dualkv/dualkv.h"
@@ -18,5 +20,8 @@ struct DemoOptions {
 
 // Throws std::invalid_argument naming the flag and the rule it broke.
 DemoOptions parse_demo_options(int argc, char** argv);
+
+// What --help prints: every flag with its default.
+std::string demo_usage();
 
 }  // namespace dualkv::tools

@@ -96,12 +96,26 @@ def _check_arguments(q, k, v, layout, softmax_scale, deterministic, kernel_famil
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(tensor).__name__}")
     if not isinstance(layout, Layout):
         raise TypeError(f"layout: expected a dualkv.Layout, got {type(layout).__name__}")
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        _refuse_head_major(name, tensor, layout.num_tokens)
     if softmax_scale is not None and (isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real)):
         raise TypeError(f"softmax_scale: expected a float or None, got {type(softmax_scale).__name__}")
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic: expected a bool, got {type(deterministic).__name__}")
     if kernel_family not in KERNEL_FAMILIES:
         raise ValueError(f"kernel_family: must be one of {KERNEL_FAMILIES}, got {kernel_family!r}")
+
+
+def _refuse_head_major(name: str, tensor: torch.Tensor, tokens: int) -> None:
+    """The core's rule for a wrong token count, with the likely cause when the layout's token count
+    sits on the second axis: a (heads, tokens, head_dim) tensor, the order SDPA and most attention
+    code use."""
+    if tensor.dim() == 3 and tensor.shape[0] != tokens and tensor.shape[1] == tokens:
+        raise ValueError(
+            f"dualkv: invalid argument '{name}.tokens': must equal the layout's total_tokens ({tokens}), got "
+            f"{tensor.shape[0]}; {name} has shape {tuple(tensor.shape)}, with the tokens on its second axis: dualkv "
+            f"takes (tokens, heads, head_dim) tensors, so pass a (heads, tokens, head_dim) one as {name}.transpose(0, 1)"
+        )
 
 
 def _check_fake_devices(q, cu_seqlens, cu_groups, **like_q) -> None:

@@ -80,6 +80,7 @@ def dualkv_attention_forward(
                 f"dualkv_layout.layout: expected a dualkv.Layout, got {type(dualkv_layout.layout).__name__}"
             )
     elif isinstance(dualkv_layout, Layout):
+        _check_layout_matches_input(query, dualkv_layout)
         _check_position_ids(kwargs.get("position_ids"), dualkv_layout)
     else:
         raise TypeError(
@@ -119,7 +120,7 @@ def dualkv_attention_forward(
     return out.unsqueeze(0), None
 
 
-# --- Sequence parallelism (issue 12) ---------------------------------------------------------
+# --- Sequence parallelism ----------------------------------------------------------------------
 def _attend(q, k, v, dualkv_layout, *, softmax_scale):
     """A SequenceParallelLayout means q, k, v are this rank's rows of a sequence-sharded stream:
     Ulysses attention over its group. Otherwise they are the whole packed stream."""
@@ -192,6 +193,18 @@ def _run_self_check(device: torch.device, dtype: torch.dtype, heads: int, kv_hea
 _verified_position_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def _check_layout_matches_input(query: torch.Tensor, layout: Layout) -> None:
+    """A layout of another pack() call usually has another token count; said here, before the
+    position ids (which do belong to the input) are compared with it and blamed."""
+    tokens = query.shape[2] if query.dim() == 4 else None
+    if tokens is not None and tokens != layout.num_tokens:
+        raise ValueError(
+            f"dualkv_layout: describes {layout.num_tokens} packed tokens but the model's input has {tokens}: the "
+            "layout does not belong to these input ids (was it made by another pack() call?); pass input_ids, "
+            "position_ids and dualkv_layout of one packed batch"
+        )
+
+
 def _check_position_ids(position_ids: torch.Tensor | None, layout: Layout) -> None:
     if position_ids is None:
         raise ValueError(
@@ -211,7 +224,9 @@ def _check_position_ids(position_ids: torch.Tensor | None, layout: Layout) -> No
     if flat.shape != expected.shape or not torch.equal(flat, expected):
         raise ValueError(
             "position_ids: must be the packed layout's positions (prompt 0..P-1, every response restarting at P), "
-            f"i.e. model(..., position_ids=packed.position_ids); got {_first_difference(flat, expected)}"
+            "and position_ids and dualkv_layout must come from one packed batch: "
+            "model(..., position_ids=packed.position_ids, dualkv_layout=packed.layout); "
+            f"got {_first_difference(flat, expected)}"
         )
     if version is not None:
         _verified_position_ids[layout] = (weakref.ref(position_ids), version)
@@ -224,10 +239,19 @@ def _first_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
     return f"position {int(got[token])} at packed token {token}, where the layout has {int(expected[token])}"
 
 
-def _refuse_padding_mask(*args, attention_mask: torch.Tensor | None = None, **kwargs) -> None:
+def _refuse_padding_mask(
+    *args, attention_mask: torch.Tensor | None = None, batch_size: int | None = None, **kwargs
+) -> None:
     """transformers' mask builder for "dualkv": attention_mask is the caller's 2-D padding mask
     (as bool) or None. A packed batch has no padding, so only an all-true mask means anything;
-    the mask it returns is None, since the layout is the mask."""
+    the mask it returns is None, since the layout is the mask. It is also the first dualkv code a
+    forward reaches, so it refuses a batch that is not one packed sequence before the rotary
+    embedding or the attention layers fail on it with a message about something else."""
+    if batch_size is not None and batch_size != 1:
+        raise ValueError(
+            "input_ids: must be (1, T), the packed batch as one sequence (packed.input_ids); got "
+            f"{batch_size} sequences (a 1-D input_ids of T tokens reads as T sequences of one token)"
+        )
     if attention_mask is not None and not torch.compiler.is_compiling() and not bool(attention_mask.all()):
         raise ValueError(
             "attention_mask: must be None (or all ones) with attn_implementation='dualkv': the packed layout "

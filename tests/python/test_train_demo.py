@@ -31,6 +31,20 @@ def test_main_command_prints_equal_updates_and_the_token_reduction():
     assert "EQUAL: losses within" in out
 
 
+def test_help_lists_the_defaults_without_loading_torch(tmp_path):
+    """--help answers before any install or import: a torch that cannot be imported does not stop it."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('--help imported torch')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHON": sys.executable, "DUALKV_NO_INSTALL": "1"}
+    result = subprocess.run(
+        [str(ROOT / "scripts" / "train_demo.sh"), "--help"], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "--groups GROUPS       prompt groups (default: 3)" in result.stdout
+    assert "--prompt-lengths 8192 --responses 32 --fuse-elementwise" in result.stdout
+    assert f"into {sys.executable}" in result.stdout and "virtual environment" in result.stdout
+
+
 def test_verdict_says_different_when_the_updates_differ(monkeypatch, capsys):
     # A zero tolerance no fp32 summation order meets: the verdict must then be DIFFERENT.
     monkeypatch.setattr(compare, "GRADIENT_TOLERANCE", 0.0)

@@ -11,7 +11,6 @@ updates agree within fp32 tolerance (exit status 1 when they do not).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import sys
 import time
@@ -20,6 +19,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from .. import losses
+from . import compare_options
 from .models import MODEL_CONFIGS, build_model
 from .parallel import Parallelism
 from .policy import PackedPolicy
@@ -142,17 +142,11 @@ def _report(args, r: dict) -> None:
 
 
 def _parse(argv):
-    parser = argparse.ArgumentParser(prog="python -m dualkv.training.compare", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="tiny-qwen3", choices=sorted(MODEL_CONFIGS))
-    parser.add_argument("--groups", type=int, default=3)
-    parser.add_argument("--responses", type=int, default=8, help="responses per group N")
-    parser.add_argument("--prompt-length", type=int, default=256)
-    parser.add_argument("--response-length", type=int, nargs=2, default=(16, 64), metavar=("MIN", "MAX"))
-    parser.add_argument("--loss", choices=("grpo", "dapo"), default="dapo")
-    parser.add_argument("--max-tokens", type=int, default=8192, help="packed tokens per micro-batch")
-    parser.add_argument("--seed", type=int, default=0)
-    return parser.parse_args(argv)
-
+    options = compare_options.parser()
+    args = options.parse_args(argv)
+    if args.model not in MODEL_CONFIGS:
+        options.error(f"argument --model: must be one of {', '.join(sorted(MODEL_CONFIGS))}, got {args.model!r}")
+    return args
 
 if __name__ == "__main__":
     sys.exit(0 if main()["equal"] else 1)
