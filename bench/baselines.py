@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""The baselines of design section 4, timed in one process on one GPU.
+"""What a user can run instead of dualkv, timed in one process on one GPU (docs/benchmarks.md).
 
   python3 bench/baselines.py [--configs all|NxP|P:R1/R2/...,...] [--dtype fp16|bf16|both] [--json PATH]
                              [--max-repeats 10] [--min-repeats 3] [--budget-s 3]
 
-A --configs item is NxP (N responses of design's R = 2048) or P:R1/R2/.../RN (ragged responses of
+A --configs item is NxP (N responses of R = 2048 tokens) or P:R1/R2/.../RN (ragged responses of
 the given lengths, e.g. a training step's micro-batch), named as dualkv_bench names them. On ragged
 items the baselines that need equal-length sequences (cudnn_ncopy, cudnn_composition: cuDNN's SDPA
 takes (batch, heads, length, d)) are reported as "unsupported", with the reason.
 
-Baselines (design section 4, built exactly as described there):
+Baselines (exact, built as a user would build them):
   fa2_ncopy      torch.ops.aten._flash_attention_forward/_backward (PyTorch's FlashAttention-2) on
                  the N-copy layout (N(P+R), H, d), cum_seq = [0, P+R, 2(P+R), ...], causal, GQA native.
   cudnn_ncopy    scaled_dot_product_attention under SDPBackend.CUDNN_ATTENTION on (N, H, P+R, d) with
@@ -341,7 +341,7 @@ _compiled_sum = torch.compile(_sum_gradients, dynamic=False)
 
 
 class Composition:
-    """Design section 4's composition of ordinary attention calls, exact. Subclasses run one piece:
+    """A composition of ordinary attention calls that a user can run instead, exact. Subclasses run a piece:
     attend(i) -> (O rows (rows, H, d), LSE (H, rows) fp32, what its backward needs) and
     attend_backward(i, O rows, dO rows, LSE, saved) -> (dq, dk, dv) in packed rows."""
 

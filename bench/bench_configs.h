@@ -1,4 +1,4 @@
-// The benchmark's shapes: design section 4 (Qwen3-8B attention, one prompt group of N
+// The benchmark's shapes (docs/benchmarks.md: Qwen3-8B attention, one prompt group of N
 // responses), selectable by name, and the FLOP counts reported against them.
 #pragma once
 
@@ -20,15 +20,15 @@ struct BenchConfig {
   int64_t head_dim = 128;
 
   // "N28_P4096"; ragged: "N32_P8192_R308-2038" (shortest and longest); "_d64" appended at a
-  // head_dim other than design's 128.
+  // head_dim other than Qwen3-8B's 128.
   std::string name() const;
   Layout layout() const;
 };
 
-// The five (N, P) pairs of design section 4.
+// The five (N, P) pairs of the benchmark tables.
 std::vector<BenchConfig> design_configs();
 
-// "all", or a comma-separated list of items at design's H, Hk, d: "NxP" (N responses of design's
+// "all", or a comma-separated list of items at the benchmark's H, Hk, d: "NxP" (N responses of the benchmark's
 // R, e.g. "28x4096"), or "P:R1/R2/.../RN" (one prompt and N ragged responses of the given lengths,
 // e.g. a training step's micro-batch).
 std::vector<BenchConfig> parse_configs(const std::string& text);

@@ -1,12 +1,12 @@
-// dualkv_bench: the CUDA path's forward/backward speed and memory on design section 4's shapes.
+// dualkv_bench: the CUDA path's forward/backward speed and memory on the benchmark shapes (docs/benchmarks.md).
 //
 //   dualkv_bench [--configs all|NxP|P:R1/R2/...,...] [--dtype fp16|bf16|both] [--repeats 10] [--warmups 2]
 //                [--max-shared-memory BYTES] [--kernel-family auto|portable|hopper] [--deterministic]
 //                [--head-dim 128] [--json PATH]
 //
-// --configs: "all" (design section 4's five shapes), or items "NxP" (N responses of design's R) or
+// --configs: "all" (the five benchmark shapes), or items "NxP" (N responses of R = 2048) or
 // "P:R1/R2/.../RN" (ragged responses of the given lengths, e.g. a training step's micro-batch).
-// --head-dim runs every configuration at that head dimension instead of design's 128 (the
+// --head-dim runs every configuration at that head dimension instead of 128 (the
 // configuration names then end in _d<head_dim>, as baselines.py's do).
 // --kernel-family forces the kernel family of both passes (ExecutionOptions::kernel_family).
 // --deterministic times the deterministic backward (BackwardParams::deterministic: no float

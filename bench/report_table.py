@@ -8,7 +8,7 @@ it has none) and "det" when its top-level "deterministic" is true (a --determini
 without the field are from the default mode). Per configuration and dtype, one line per method
 (every dualkv family, then every baseline): forward ms and TFLOP/s, backward ms and TFLOP/s,
 forward+backward ms, peak GiB (each program's own measure: dualkv_bench the device's high-water
-mark, baselines.py torch's allocator). TFLOP/s count design section 4's useful FLOPs for every
+mark, baselines.py torch's allocator). TFLOP/s count the useful FLOPs (docs/performance.md) for every
 method, also for baselines that compute more (the N-copy ones): forward 4 d H pairs, backward
 2.5x, with
 pairs = P(P+1)/2 + sum over responses of (RP + R(R+1)/2) (R a list in ragged entries).

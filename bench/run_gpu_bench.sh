@@ -5,18 +5,18 @@
 #   bench/run_gpu_bench.sh [--configs all|NxP,...] [--dtype fp16|bf16|both]
 #
 # Both flags go to all three programs. DUALKV_BUILD_DIR names the CMake build holding
-# bench/dualkv_bench (default build/h3c); results go to $OUT (the device tool's output folder)
-# or build/bench-results: dualkv_hopper.json, dualkv_portable.json, baselines.json, table.txt.
+# bench/dualkv_bench (default build/cuda); results go to $OUT when it is set, else
+# build/bench-results: dualkv_hopper.json, dualkv_portable.json, baselines.json, table.txt.
 # Where .whl/ holds the FlashAttention-4 wheels (scripts/fetch_fa4_wheels.sh fetches them), they are
 # installed first so that fa4_composition runs; otherwise the table says "not installed".
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${DUALKV_BUILD_DIR:-$root/build/h3c}
+build=${DUALKV_BUILD_DIR:-$root/build/cuda}
 results=${OUT:-$root/build/bench-results}
 mkdir -p "$results"
 export PYTHONUNBUFFERED=1
 
-# FA4 JIT-compiles its kernels on first use; keep them in build/, which outlives a device call.
+# FA4 JIT-compiles its kernels on first use; keep them in build/ for the next run.
 export FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED=${FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED:-1}
 export FLASH_ATTENTION_CUTE_DSL_CACHE_DIR=${FLASH_ATTENTION_CUTE_DSL_CACHE_DIR:-$root/build/fa4-cache}
 if [ -d "$root/.whl" ]; then

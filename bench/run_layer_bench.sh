@@ -4,9 +4,8 @@
 #
 #   bench/run_layer_bench.sh [--quick] [other bench/layer_benchmark.py flags]
 #
-# Needs the CuTe/CUTLASS headers in .cutlass/include or .cutlass (carry ".cutlass" to the device
-# machine).
-# Results go to $OUT (the device tool's output folder) or build/layer-bench: build.log, tests.log,
+# Needs the CuTe/CUTLASS headers in .cutlass/include or .cutlass.
+# Results go to $OUT when it is set, else build/layer-bench: build.log, tests.log,
 # bench.log, layer_benchmark.json, layer_benchmark.txt, layer_speedup.png. The benchmark runs
 # even when a test fails; the script then exits non-zero.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Step benchmark (issue 12 item 5): the compute of a GRPO/DAPO policy-update step on packed
+"""Step benchmark: the compute of a GRPO/DAPO policy-update step on packed
 batches (dualkv) against the same step on the N-copy batch with PyTorch's FlashAttention varlen
 (flash_ncopy, padding-free as veRL runs it) and on the packed batch with FlexAttention
 (flex_packed). Random weights; ragged responses.
@@ -171,7 +171,7 @@ def _run_method(method, policy, groups, micro_batch, args, device, world, sequen
         result["largest_micro_batch"] = _largest_fit(policy, split, groups, args, device)
         # The search ran several stream lengths, after which torch.compile's automatic dynamic
         # shapes recompile FlexAttention with a symbolic length (0.6 s slower per 36-layer step at
-        # P = 8K, N = 32: docs/perf.md, session 19). Clearing the compile caches lets the warm-up
+        # P = 8K, N = 32: docs/decisions.md, "Which FlexAttention"). Clearing the compile caches lets the warm-up
         # compile for the timed step's own lengths, as in a run without the search.
         torch._dynamo.reset()
     size = micro_batch

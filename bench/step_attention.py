@@ -89,7 +89,7 @@ def _attend_stream(kernel, query, key, value, dualkv_layout, scaling):
     """transformers' (1, heads, T, d) inputs -> ((1, T, H, d), None) through `kernel` (q, k, v, layout,
     scale) on (T, heads, d) views. Under a SequenceParallelLayout the inputs are this rank's T_local
     rows, and the kernel runs between Ulysses' exchanges on the whole stream for this rank's heads,
-    as the paper's FlashAttention + Ulysses baseline does."""
+    as the DualKV paper's FlashAttention + Ulysses baseline does."""
     # squeeze, not [0]: select's backward would write each gradient into a new zeroed tensor.
     q, k, v = (x.squeeze(0).transpose(0, 1) for x in (query, key, value))
     if isinstance(dualkv_layout, SequenceParallelLayout):

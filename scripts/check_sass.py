@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the SASS of the Hopper kernels of a CUDA build (issue 11's rule, run by .ci/run):
+"""Checks the SASS of the Hopper kernels of a CUDA build (run by .ci/run):
 
 - every sm90 attention kernel (forward, backward key-tile kernel) issues HGMMA (wgmma);
 - no sm90 kernel touches local memory (LDL/STL) inside a loop.

@@ -1,24 +1,23 @@
 #!/usr/bin/env bash
 # Downloads into .whl/ (git-ignored) FlashAttention-4 (flash-attn-4, module flash_attn.cute) and the
-# CuTe DSL it runs on, so that bench/install_fa4_wheels.sh can install them on the lent GPU machine,
-# which has no network: Python 3.12 on x86-64 Linux, torch 2.11 for CUDA 13.0, driver 580.
+# CuTe DSL it runs on, so that bench/install_fa4_wheels.sh can install them on a GPU machine without
+# network access: Python 3.12 on x86-64 Linux, torch 2.11 for CUDA 13.0, driver 580.
 #
 #   scripts/fetch_fa4_wheels.sh        # on a machine that reaches PyPI; needs xz; a few minutes
 #
 # Layout (what install_fa4_wheels.sh expects): .whl/*.whl are the small pure-Python wheels as
 # downloaded; each wheel with shared libraries or over 1 MB goes to .whl/big/<wheel>.xz, re-zipped
 # uncompressed (zip store mode: deflated members hide their redundancy from xz) and then xz'd.
-# That keeps the folder (about 56 MiB) under the 64 MiB a device call may carry: the 92 MB
+# That keeps the folder small enough to copy along with the checkout (about 56 MiB): the 92 MB
 # nvidia-cutlass-dsl-libs-cu13 wheel alone becomes about 49 MiB. The folder is wiped and rebuilt.
 #
 # Versions: the newest flash-attn-4 prerelease, and the newest of each dependency that its
 # Requires-Dist (and theirs, recursively) allows, read from the wheels' METADATA. Each is fetched
-# with --no-deps, so only what the GPU image lacks is here. Left out on purpose:
+# with --no-deps, so only what the GPU machine lacks is here. Left out on purpose:
 #   nvidia-cutlass-dsl-libs-cu12   nvidia-cutlass-dsl requires it unconditionally, but the DSL loads
 #                                  whichever _cutlass_ir.cu{N} flavor is installed and the driver
 #                                  supports; we carry the cu13 one (its [cu13] extra) instead.
-#   torch, einops, typing-extensions, cuda-bindings, protobuf   already in the GPU image
-#                                  (/work/.library/device/KINDS.md, "Python packages already there").
+#   torch, einops, typing-extensions, cuda-bindings, protobuf   expected on the GPU machine already.
 #   nvidia-cuda-nvdisasm           only for the DSL's optional SASS dumps (its [sass] extra).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

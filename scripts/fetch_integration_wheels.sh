@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Downloads into .whl-integrations/ (git-ignored) the wheels that the trainer integrations' GPU test
-# (tests/python/test_integrations_cuda.py) needs on the lent GPU machine, which has no network:
-# trl and verl with the part of their dependencies that machine's image lacks, for Python 3.12 on
+# (tests/python/test_integrations_cuda.py) needs on a GPU machine without network access:
+# trl and verl with the part of their dependencies that machine lacks, for Python 3.12 on
 # x86-64 Linux, each with --no-deps (scripts/run_integrations_gpu.sh installs them offline).
 #
 #   scripts/fetch_integration_wheels.sh        # on a machine that reaches PyPI; about 5 MB
@@ -9,7 +9,7 @@
 # PY_VERSION=3.11 (default 3.12, the GPU machine's) fetches for another CPython, WHEELS_DIR another
 # folder: how the set was checked on a CPU machine without Python 3.12 builds of torch.
 #
-# What the GPU image already holds (docs/gpu_testing.md names the source): torch 2.11, transformers
+# What the GPU machine is expected to hold already (docs/gpu_testing.md): torch 2.11, transformers
 # 5.17.0, accelerate, huggingface-hub, tokenizers, safetensors, numpy, pandas, pyarrow, fsspec,
 # xxhash, pyyaml, jinja2, psutil, requests, httpx, tqdm, pillow, cloudpickle, packaging, pytest.
 # Not carried:
@@ -37,7 +37,7 @@ pure=(
   hydra-core==1.3.8          # verl.workers.config, verl.utils.config
   omegaconf==2.3.1           # hydra-core, verl
   codetiming==1.4.0          # verl.utils.profiler
-  peft==0.21.2               # verl.utils.fsdp_utils (the engine) imports it; CI's version over the image's
+  peft==0.21.2               # verl.utils.fsdp_utils (the engine) imports it; CI's version over the machine's
 )
 # Wheels with compiled code, for CPython $py_version on manylinux x86-64.
 binary=(

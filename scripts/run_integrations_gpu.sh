@@ -5,15 +5,15 @@
 #
 #   bash scripts/run_integrations_gpu.sh [extra pytest flags]
 #
-# Needs, next to the checkout (carry both to the lent GPU machine):
-#   .whl-integrations/  trl, verl and the dependencies the GPU image lacks (scripts/fetch_integration_wheels.sh)
+# Needs, next to the checkout:
+#   .whl-integrations/  trl, verl and the dependencies the GPU machine lacks (scripts/fetch_integration_wheels.sh)
 #   .cutlass/           the CuTe/CUTLASS headers for the extension's CUDA build
 # Steps: installs the wheels offline (--no-deps) into INTEGRATIONS_SITE, checks that trl's
 # GRPOTrainer and veRL's engine import (stops here if not: no CUDA build for a test that would
 # only skip), builds dualkv with the CUDA kernels (sm_90) into DUALKV_SITE, then runs the test and
 # fails unless both cases ran and passed. Ray, which verl imports but this path never calls, is
 # replaced by scripts/integrations_gpu_shims/ray when it is not installed.
-# Logs go to $OUT (the device tool's output folder) or build/integrations-gpu-results:
+# Logs go to $OUT when it is set, else build/integrations-gpu-results:
 # install.log, imports.log, build.log, tests.log, junit.xml. DUALKV_SKIP_BUILD=1 reuses the dualkv
 # in DUALKV_SITE (a second run on a warm machine; the build folder build/integrations-gpu also
 # makes a rebuild there incremental).

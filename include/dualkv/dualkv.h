@@ -14,7 +14,7 @@ namespace dualkv {
 
 inline float default_softmax_scale(int64_t head_dim) { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
 
-// Validate everything (design section 5), then run on the device the tensors live on.
+// Validate everything (docs/decisions.md, "Errors and validation"), then run on the device the tensors live on.
 // Throws dualkv::Error on bad input before touching any output, dualkv::RuntimeError on a
 // device failure. Inputs are never modified.
 void forward(const Layout& layout, const ForwardParams& params);

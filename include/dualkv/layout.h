@@ -1,4 +1,4 @@
-// The packed shared-prompt layout (design section 2).
+// The packed shared-prompt layout.
 //
 // A batch holds G prompt groups packed back to back:
 //     [ prompt_0 | resp_0,0 | ... | resp_0,N0-1 | prompt_1 | resp_1,0 | ... ]

@@ -113,8 +113,9 @@ def _refuse_head_major(name: str, tensor: torch.Tensor, tokens: int) -> None:
     if tensor.dim() == 3 and tensor.shape[0] != tokens and tensor.shape[1] == tokens:
         raise ValueError(
             f"dualkv: invalid argument '{name}.tokens': must equal the layout's total_tokens ({tokens}), got "
-            f"{tensor.shape[0]}; {name} has shape {tuple(tensor.shape)}, with the tokens on its second axis: dualkv "
-            f"takes (tokens, heads, head_dim) tensors, so pass a (heads, tokens, head_dim) one as {name}.transpose(0, 1)"
+            f"{tensor.shape[0]}; {name} has shape {tuple(tensor.shape)}, with the tokens on its second axis: "
+            f"dualkv takes (tokens, heads, head_dim) tensors, so pass a (heads, tokens, head_dim) one as "
+            f"{name}.transpose(0, 1)"
         )
 
 

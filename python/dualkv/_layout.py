@@ -1,4 +1,4 @@
-"""dualkv.Layout: the packed shared-prompt layout (design section 2).
+"""dualkv.Layout: the packed shared-prompt layout (include/dualkv/layout.h states its rules).
 
     [ prompt_0 | resp_0,0 | ... | resp_0,N0-1 | prompt_1 | resp_1,0 | ... ]
 

@@ -1,5 +1,5 @@
 // Reading and writing one (token, head) row of a strided tensor in its storage dtype, converting
-// to and from the accumulator type. The head dimension is contiguous (design section 5).
+// to and from the accumulator type. The head dimension is contiguous (include/dualkv/tensor.h).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Which keys a query sees and which queries see a key, derived from the mask definition alone
-// (design section 2) so that the CPU path can serve as the test oracle of every other backend.
+// (include/dualkv/layout.h) so that the CPU path can serve as the test oracle of every other backend.
 //
 // Query q of group g sees key k iff k <= q and k lies in g's prompt or in q's own segment.
 // Work is cut into blocks of consecutive tokens that never straddle a segment, so every token of

@@ -13,7 +13,7 @@
 // weighed by its heaviest tile and kept together (heaviest first inside): they read the same
 // query rows and add into the same dQ rows, which then stay in L2 while they run. Ordered tile by
 // tile instead, the kernel's last phase (response tiles only) ran 1.5x slower per step
-// (docs/perf.md, "Hopper backward, session 21").
+// (docs/decisions.md, "Work order, tiles and memory").
 //
 // Device plan (backward_plan_image, cached with the layout: host/plan_cache.h):
 //   cu_seqlens int32 (S + 1): the layout's segment offsets, for the kernels' query/key ranges

@@ -1,4 +1,4 @@
-// Layout factories: every rule of design section 2 checked before a Layout exists.
+// Layout factories: every rule of include/dualkv/layout.h checked before a Layout exists.
 #include "dualkv/layout.h"
 
 #include <algorithm>

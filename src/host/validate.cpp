@@ -1,4 +1,4 @@
-// Host validation (design section 5). Order: each tensor's own rules, then the relations between
+// Host validation. Order: each tensor's own rules, then the relations between
 // tensors, then scalars, then memory overlap of outputs. Every violation names its argument.
 // Shapes come before data pointers and the softmax scale because an empty tensor has a null
 // pointer and a head_dim of 0 makes the default scale infinite: the shape is what the caller got

@@ -1,4 +1,4 @@
-// Host validation of every public call (design section 5). Throws dualkv::Error naming the
+// Host validation of every public call. Throws dualkv::Error naming the
 // argument and the rule; runs before any output is touched.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The benchmark's --configs grammar (bench/bench_configs.h): design's shapes, NxP items and ragged
+// The benchmark's --configs grammar (bench/bench_configs.h): the benchmark shapes, NxP items and ragged
 // P:R1/R2/... items, their names and layouts, and the rejection of malformed items.
 #include "bench_configs.h"
 

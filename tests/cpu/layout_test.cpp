@@ -110,7 +110,7 @@ TEST(Layout, PairCountsMatchBruteForceOnRandomBatches) {
 }
 
 TEST(Layout, PairCountsDoNotOverflowAtTrainingScale) {
-  // N = 28, P = 32K, R = 2K (design section 4): the N-copy counts exceed the int32 range.
+  // N = 28, P = 32K, R = 2K (a benchmark shape): the N-copy counts exceed the int32 range.
   const int64_t prompt = 32768, response = 2048, copies = 28;
   const dualkv::Layout layout = dualkv::Layout::from_lengths({prompt}, {std::vector<int64_t>(copies, response)});
   const int64_t sequence = prompt + response;

@@ -1,5 +1,5 @@
 // Oracle (a): attention over the whole packed tensor with a dense T x T mask built from the
-// visibility definition of design section 2, token by token.
+// visibility definition of include/dualkv/layout.h, token by token.
 #pragma once
 
 #include "cpu/batch_spec.h"

@@ -1,5 +1,5 @@
 // The oracles judged on their own, before they judge the library: the dense-mask oracle and the
-// N-copy oracle must agree to fp64 rounding (the deduplication identity of design section 2),
+// N-copy oracle must agree to fp64 rounding (the deduplication identity the layout rests on),
 // and the oracle's analytic gradients must match central differences of its forward pass.
 #include <gtest/gtest.h>
 
@@ -68,7 +68,7 @@ TEST(Oracles, DenseMaskAndNCopyAgree) {
 }
 
 TEST(Oracles, PackedMaskFollowsTheDefinition) {
-  // Two groups: [p p | a a | b] and [P | c c]. Spelled out by hand from design section 2.
+  // Two groups: [p p | a a | b] and [P | c c]. Spelled out by hand from the visibility rule.
   const BatchSpec batch = {{2, {2, 1}}, {1, {2}}};
   const oracle::KeyMask mask = oracle::packed_mask(batch);
   const char* expected[] = {

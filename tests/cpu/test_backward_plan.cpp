@@ -1,4 +1,4 @@
-// The backward work plan against the mask definition of design section 2: key tiles and query
+// The backward work plan against the mask definition of include/dualkv/layout.h: key tiles and query
 // tiles cover every token once, their costs are the query rows / key rows the mask makes a tile
 // visit, both lists are heaviest first, the device plan holds them, and the workspace and plans
 // stay within the memory budget.
@@ -240,7 +240,7 @@ TEST(BackwardPlan, TilesFollowTheMaskOnRandomBatches) {
   }
 }
 
-// Design section 4: peak memory <= 1.5x the bytes of Q, K, V, O, dO, dQ, dK, dV, so the
+// The memory bound: peak memory <= 1.5x the bytes of Q, K, V, O, dO, dQ, dK, dV, so the
 // workspace and the plans kept with the layout (both directions') may add at most half of them,
 // besides what does not grow with the tokens: the Hopper kernel's read slack (kStatsReadSlack
 // floats), the stats rows' padding to 4 tokens (under 3 floats per head in each of 2 regions) and

@@ -1,5 +1,5 @@
 // The forward work plan and the key-block walk every kernel family runs over it, against the mask
-// definition of design section 2: every query row in exactly one tile; walking a tile's blocks and
+// definition of include/dualkv/layout.h: every query row in exactly one tile; walking a tile's blocks and
 // applying each block's mask leaves exactly the keys each row sees, each once; unmasked blocks
 // hold only visible pairs.
 #include <gtest/gtest.h>

@@ -4,7 +4,7 @@
 //
 // Response rows take their copy's results and prompt rows the prompt-alone ones; in the backward
 // pass the copied prompt rows carry no output gradient, so a prompt key's dK/dV is its own
-// gradient plus the SUM over the N copies (design section 2; docs/decisions.md).
+// gradient plus the SUM over the N copies (docs/decisions.md, "The layout").
 #pragma once
 
 #include "cpu/batch_spec.h"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs the GPU suite, then its sanitizer subset under compute-sanitizer memcheck and racecheck.
 #
-#   tests/cuda/run_gpu_tests.sh [BUILD_DIR]        (default build/h3c)
+#   tests/cuda/run_gpu_tests.sh [BUILD_DIR]        (default build/cuda)
 #
 # Exits non-zero if any test fails or a sanitizer reports an error; runs every step regardless.
 set -uo pipefail
-build=${1:-build/h3c}
+build=${1:-build/cuda}
 tests=$build/tests/cuda/dualkv_cuda_tests
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 status=0

@@ -1,6 +1,6 @@
-// Uses the installed package: attention over one prompt token and two one-token responses on the
-// CPU, against the softmax written out here (response i sees the prompt and itself, not the other
-// response). Exit status 0 when they agree.
+// One prompt of 6 tokens and three responses of 4, 3 and 1 tokens, packed as
+// [prompt | response 0 | response 1 | response 2]; 4 query heads reading 2 KV heads of dimension 8;
+// float32 on the CPU. Forward, then backward; exit status 0 when the log-sum-exp checks out.
 #include <dualkv/dualkv.h>
 
 #include <cmath>
@@ -8,35 +8,48 @@
 #include <vector>
 
 int main() {
-  const dualkv::Layout layout = dualkv::Layout::from_lengths({1}, {{1, 1}});
-  constexpr int kTokens = 3, kDim = 2;
-  const std::vector<float> q = {0.5f, -1.0f, 1.5f, 0.25f, -0.75f, 2.0f};
-  const std::vector<float> k = {1.0f, 0.5f, -0.5f, 1.0f, 0.25f, -1.5f};
-  const std::vector<float> v = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f, 1.0f};
-  std::vector<float> out(kTokens * kDim), lse(kTokens);
-
+  const dualkv::Layout layout = dualkv::Layout::from_lengths({6}, {{4, 3, 1}});  // prompts, responses per prompt
+  const int64_t T = layout.total_tokens(), H = 4, Hk = 2, d = 8;
   const dualkv::Device cpu{dualkv::DeviceKind::kCpu, 0};
-  dualkv::ForwardParams params;
-  params.q = {q.data(), dualkv::DType::kFloat32, cpu, kTokens, 1, kDim, kDim, kDim};
-  params.k = {k.data(), dualkv::DType::kFloat32, cpu, kTokens, 1, kDim, kDim, kDim};
-  params.v = {v.data(), dualkv::DType::kFloat32, cpu, kTokens, 1, kDim, kDim, kDim};
-  params.out = {out.data(), dualkv::DType::kFloat32, cpu, kTokens, 1, kDim, kDim, kDim};
-  params.lse = {lse.data(), cpu, 1, kTokens, kTokens};
-  params.softmax_scale = dualkv::default_softmax_scale(kDim);
-  dualkv::forward(layout, params);
+  const dualkv::DType f32 = dualkv::DType::kFloat32;
 
-  const std::vector<std::vector<int>> visible = {{0}, {0, 1}, {0, 2}};
-  double worst = 0.0;
-  for (int t = 0; t < kTokens; ++t) {
-    double total = 0.0, o[kDim] = {0.0, 0.0};
-    for (int key : visible[t]) {
-      const double weight =
-          std::exp(params.softmax_scale * (q[t * kDim] * k[key * kDim] + q[t * kDim + 1] * k[key * kDim + 1]));
-      total += weight;
-      for (int c = 0; c < kDim; ++c) o[c] += weight * v[key * kDim + c];
-    }
-    for (int c = 0; c < kDim; ++c) worst = std::fmax(worst, std::fabs(o[c] / total - out[t * kDim + c]));
-  }
-  std::printf("installed dualkv: max abs error %.2e against the written-out softmax\n", worst);
-  return worst < 1e-5 ? 0 : 1;
+  std::vector<float> q(T * H * d), k(T * Hk * d), v(T * Hk * d), dout(T * H * d);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = dout[i] = std::sin(0.1f * static_cast<float>(i));
+  for (size_t i = 0; i < k.size(); ++i) k[i] = v[i] = std::cos(0.2f * static_cast<float>(i));
+  std::vector<float> out(T * H * d), lse(H * T), dq(T * H * d), dk(T * Hk * d), dv(T * Hk * d);
+
+  // Tensors are (tokens, heads, head_dim) views of the caller's memory: {data, dtype, device,
+  // tokens, heads, head_dim, token_stride, head_stride}, strides in elements, head_dim contiguous.
+  dualkv::ForwardParams fwd;
+  fwd.q = {q.data(), f32, cpu, T, H, d, H * d, d};
+  fwd.k = {k.data(), f32, cpu, T, Hk, d, Hk * d, d};
+  fwd.v = {v.data(), f32, cpu, T, Hk, d, Hk * d, d};
+  fwd.out = {out.data(), f32, cpu, T, H, d, H * d, d};
+  // The softmax's log-sum-exp, an output the backward reads: (heads, tokens) float32, tokens
+  // contiguous, {data, device, heads, tokens, head_stride}. Entry (h, t) is the natural log of
+  // sum_k exp(scale * q.k) over the keys query t of head h sees.
+  fwd.lse = {lse.data(), cpu, H, T, T};
+  fwd.softmax_scale = dualkv::default_softmax_scale(d);  // 1 / sqrt(d)
+  dualkv::forward(layout, fwd);  // throws dualkv::Error naming the argument and the rule on bad input
+
+  dualkv::BackwardParams bwd;
+  bwd.dout = {dout.data(), f32, cpu, T, H, d, H * d, d};
+  bwd.q = fwd.q;
+  bwd.k = fwd.k;
+  bwd.v = fwd.v;
+  bwd.out = {out.data(), f32, cpu, T, H, d, H * d, d};
+  bwd.lse = {lse.data(), cpu, H, T, T};
+  bwd.dq = {dq.data(), f32, cpu, T, H, d, H * d, d};
+  bwd.dk = {dk.data(), f32, cpu, T, Hk, d, Hk * d, d};  // a prompt key's gradient sums every response's
+  bwd.dv = {dv.data(), f32, cpu, T, Hk, d, Hk * d, d};
+  bwd.softmax_scale = fwd.softmax_scale;
+  dualkv::backward(layout, bwd);
+
+  // Token 0 sees only itself, so its log-sum-exp is scale * q.k with its own key (head 0 reads KV head 0).
+  double dot = 0.0;
+  for (int64_t c = 0; c < d; ++c) dot += q[c] * k[c];
+  const double expected = fwd.softmax_scale * dot;
+  std::printf("%lld packed tokens; lse of token 0, head 0: %.6f (expected %.6f)\n", static_cast<long long>(T), lse[0],
+              expected);
+  return std::fabs(lse[0] - expected) < 1e-5 ? 0 : 1;
 }

@@ -11,6 +11,8 @@ DOCUMENTS = [
     *sorted((ROOT / "docs").glob("*.md")),
     ROOT / "pyproject.toml",
     ROOT / "python" / "requirements-ci.txt",
+    ROOT / "python" / "requirements.txt",
+    ROOT / "python" / "requirements-cuda.txt",
 ]
 # A repository path, glob or brace list: starts at a top-level folder, not inside a longer word,
 # path or URL.
@@ -64,3 +66,23 @@ def test_readme_cmake_lines_are_the_tested_consumers():
     assert block is not None
     for line in block[1].strip().splitlines():
         assert line in consumer, f"README line not in the tested consumer: {line}"
+
+
+def _pins(path):
+    return dict(re.findall(r"^([\w.-]+)==([\w.]+)$", path.read_text(), flags=re.MULTILINE))
+
+
+def test_user_requirements_pin_what_ci_pins():
+    """The user requirements are a subset of CI's, at CI's versions: the README's install builds
+    against the torch and transformers the tests ran with."""
+    ci = _pins(ROOT / "python" / "requirements-ci.txt")
+    for name in ("requirements.txt", "requirements-cuda.txt"):
+        user = _pins(ROOT / "python" / name)
+        assert user and all(ci.get(package) == version for package, version in user.items()), (name, user)
+
+
+def test_readme_cpp_program_is_the_tested_consumer():
+    """tests/install_consumer builds and runs exactly the README's C++ program against an installed dualkv."""
+    block = re.search(r"```cpp\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.DOTALL)
+    assert block is not None
+    assert block[1] == (ROOT / "tests" / "install_consumer" / "app.cpp").read_text()

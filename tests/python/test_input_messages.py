@@ -51,7 +51,10 @@ def test_one_dimensional_input_ids_are_refused_before_transformers_fails_on_them
     inputs = dict(input_ids=packed.input_ids[0], use_cache=False, dualkv_layout=packed.layout)
     if position_ids == "packed":
         inputs["position_ids"] = packed.position_ids
-    message = re.escape(f"input_ids: must be (1, T), the packed batch as one sequence (packed.input_ids); got {packed.num_tokens} sequences")
+    message = re.escape(
+        "input_ids: must be (1, T), the packed batch as one sequence (packed.input_ids); "
+        f"got {packed.num_tokens} sequences"
+    )
     with pytest.raises(ValueError, match=message):
         model(**inputs)
 
@@ -61,7 +64,9 @@ def test_rows_of_the_n_copy_batch_are_refused_naming_input_ids():
     packed = _packed()
     rows = packed.input_ids.expand(3, -1)
     with pytest.raises(ValueError, match=re.escape("input_ids: must be (1, T)") + ".* got 3 sequences"):
-        model(input_ids=rows, position_ids=packed.position_ids.expand(3, -1), dualkv_layout=packed.layout, use_cache=False)
+        model(
+            input_ids=rows, position_ids=packed.position_ids.expand(3, -1), dualkv_layout=packed.layout, use_cache=False
+        )
 
 
 @pytest.mark.parametrize("name", ["q", "k", "v"])

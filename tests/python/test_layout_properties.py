@@ -1,5 +1,5 @@
 """Property-based test of layout validation: random offsets and lengths, valid and invalid,
-against a plain-Python statement of the rules (design section 2, include/dualkv/layout.h).
+against a plain-Python statement of the rules (include/dualkv/layout.h).
 
 Every Layout must be exactly the valid inputs; an invalid one must be a ValueError naming the
 first entry that breaks a rule, in the order the rules are listed here. Examples are generated

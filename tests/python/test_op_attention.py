@@ -105,7 +105,7 @@ def test_matches_dense_mask_reference(layout_name, kv_heads, dtype, device, make
 
 @pytest.mark.parametrize("layout_name", LAYOUTS)
 def test_equals_per_response_causal_attention(layout_name, make_qkv, generator):
-    """Design section 2: response i's rows equal causal attention over [prompt; response_i],
+    """The layout's equivalence: response i's rows equal causal attention over [prompt; response_i],
     prompt rows equal causal attention over the prompt, and the prompt's dK/dV sum over copies.
     The N copies gather rows of one float64 leaf, so autograd performs that sum."""
     prompt_lens, response_lens = LAYOUTS[layout_name]
@@ -182,7 +182,7 @@ def test_head_major_inputs(generator):
 
 def test_nan_propagates_to_exactly_the_queries_that_see_it(make_qkv):
     """A NaN key in group 1's prompt poisons the queries of its kv head that see it, and nothing
-    else (design section 5)."""
+    else."""
     prompt_lens, response_lens = LAYOUTS["three_groups_ragged"]
     layout = dualkv.Layout.from_lengths(prompt_lens, response_lens)
     q, k, v = (t.detach() for t in make_qkv(layout.num_tokens, HEADS, 2, HEAD_DIM))

@@ -5,7 +5,7 @@ rows). Attention needs every row of a group, so around the op an all-to-all trad
 shard for a head shard (all rows, H/W query heads), the op runs on the global layout, and a second
 all-to-all trades back. Everything outside attention is per token and runs on the sequence shard.
 
-K/V heads follow design section 2's GQA rule: query head h reads kv head h // (H / Hk). Rank r
+K/V heads follow the layout's GQA rule: query head h reads kv head h // (H / Hk). Rank r
 gets query heads [r H/W, (r+1) H/W). When W divides Hk it gets exactly the Hk/W kv heads those read.
 Otherwise (W > Hk, or W not dividing Hk) a rank's query heads straddle or share kv heads, and the
 kv heads are replicated before the exchange: see `kv_replication`.

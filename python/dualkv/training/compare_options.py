@@ -22,7 +22,7 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     options.add_argument(
-        "--model", default="tiny-qwen3", help="random-weight model shape, a name of dualkv.training.models.MODEL_CONFIGS"
+        "--model", default="tiny-qwen3", help="random-weight model shape (dualkv.training.models.MODEL_CONFIGS)"
     )
     options.add_argument("--groups", type=int, default=3, help="prompt groups")
     options.add_argument("--responses", type=int, default=8, help="responses per group N")

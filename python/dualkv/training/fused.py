@@ -5,7 +5,7 @@ chain of passes.
 Eager RMSNorm makes about six passes over its input (an fp32 copy, the square, the mean, the
 scale, the cast back, the weight) and the gated MLP two (SiLU, then the product); their backward
 passes as many again. Fusing them removed a third of the GPU time outside attention and the matrix
-products of a Qwen3-8B policy step (docs/perf.md, "Step benchmark"). Eager RoPE (transformers'
+products of a Qwen3-8B policy step (docs/benchmarks.md, "The GRPO policy-update step"). Eager RoPE (transformers'
 `apply_rotary_pos_emb`: `q * cos + rotate_half(q) * sin`, the same for k) makes five passes over
 each of q and k (the product with cos, the negated half, the torch.cat, the product with sin, the
 sum) and as many in backward, a cost shared by every attention implementation. The fused forms
@@ -19,7 +19,8 @@ FSDP2's swapping of sharded and unsharded parameters and activation checkpointin
 see ordinary tensors. Shapes are dynamic, so a new stream length does not recompile, except the
 feature and head dimensions, which are marked static: constants of the kernels. With every
 dimension symbolic, Inductor indexed the RoPE by runtime divisions by the head dimension and ran it
-at a quarter of the static kernel's speed on an H200 (docs/perf.md, "Step benchmark", session 30).
+at a quarter of the static kernel's speed on an H200 (docs/decisions.md, "Fused RMSNorm, SiLU gate
+and RoPE are opt-in").
 
 RoPE is fused per attention module, with no process-wide effect: transformers' attention forward
 (Qwen3's, Qwen3-MoE's, and any other whose class forward calls a module-global

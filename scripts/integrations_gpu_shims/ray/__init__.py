@@ -1,5 +1,5 @@
 """Import-only stand-in for Ray, put on the path by scripts/run_integrations_gpu.sh when the real
-Ray is not installed (the lent GPU machine: no network, and Ray's wheel is 74 MB).
+Ray is not installed (a GPU machine without network access, and Ray's wheel is 74 MB).
 
 veRL imports Ray when its package is imported (verl/protocol.py, verl/single_controller) but the
 engine's micro-batch path, which the veRL integration's GPU test runs, never calls it: it needs

@@ -13,7 +13,7 @@ namespace dualkv::detail {
 // are contiguous, are another. A prompt key tile is seen by every row of the response run, so its
 // walk there takes full tiles across response boundaries; with ragged responses, tiles laid per
 // response would leave a partial tile at every response's end (5% of the backward's steps at the
-// step benchmark's shape, docs/perf.md "Hopper backward, session 28").
+// step benchmark's shape; docs/decisions.md, "Work order, tiles and memory").
 //
 // One (query tile, query head) step of a key tile's walk.
 struct QueryStep {
@@ -31,7 +31,7 @@ struct QueryStep {
 // resident CTAs of one KV head work on different query rows of one head (fewer of them reduce
 // into the same dQ rows at once) and stay closer together than with heads innermost; measured
 // 0.6-1.6% faster on an H200 with the sm80 kernel. Orders that pack the resident CTAs tighter
-// still were slower (docs/perf_backward_notes.md).
+// still were slower (docs/performance.md, "Tried and dropped").
 //
 // A prompt key tile is seen by the prompt's query tiles from its own on (causal) and by the whole
 // response run of its group; a response key tile by its own response's queries from its own on.

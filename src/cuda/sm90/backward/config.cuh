@@ -95,7 +95,7 @@ struct BackwardConfig {
   // spilled to local memory. There the operand descriptors come from the warpgroup's first thread
   // (uniform registers) and the masking pass of boundary steps recomputes its coordinates.
   // head_dim 128 keeps per-thread descriptors: uniform ones measured 1-4% slower there
-  // (docs/perf.md, sessions 12 and 16).
+  // (docs/performance.md, "Tried and dropped").
   static constexpr bool kLeanIndexRegisters = kBlockM == 128;
 
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;

@@ -29,9 +29,9 @@
 // segment beyond the tokens. At equal-length layouts the tile slots are the addresses of the
 // per-segment tiles that came before (naming a tile by its run's first segment instead, every
 // response run's slots contiguous, moved about 10% more DRAM bytes at the same cycles at (28, 16K)
-// on an H200: docs/perf.md, "Hopper backward, session 28"). No step zeroes rows of its block
-// (session 28's dQ warp did, racecheck could not order it: docs/perf.md, "Hopper backward,
-// session 29").
+// on an H200). No step zeroes rows of its block: a dQ warp that zeroed foreign rows of the staged
+// block raced with the warpgroup's staging in compute-sanitizer's racecheck, which does not follow
+// the arrive/sync pairs that order them.
 #pragma once
 
 #include <cstdint>

@@ -23,7 +23,7 @@
 //     runs: 8 16-byte stores per thread into the warpgroup's staging buffer in the accumulator's
 //     order (dq_accumulator.h), so the block is one contiguous 16 KiB. The reduction then leaves
 //     the SM in the background, instead of as 8 `red.global` per consumer thread that the next
-//     step's first instructions wait behind (docs/perf_backward_notes.md, sessions 12-19). dK is
+//     step's first instructions wait behind (docs/performance.md). dK is
 //     not awaited: the next step's S^T and dP^T queue behind it (head_dim 128; with head_dim 64's
 //     128-query steps it is awaited at the end of the step, for registers). Deterministic mode: dV
 //     and dK only.
@@ -289,8 +289,8 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   // Atomic mode: a step's dK GEMM still runs when the next step's S^T and dP^T are issued, so the
   // tensor pipe does not drain between steps; its Q stage goes back once S^T is seen complete.
   // Waiting for it at the end of its step (FA4's order) costs 3-6%, and waiting for it before dP^T
-  // is issued 2-4% (docs/perf.md, session 24), though either frees the registers an 80-query step
-  // would need.
+  // is issued 2-4% (docs/performance.md, "Tried and dropped"), though either frees the registers an
+  // 80-query step would need.
   // With 128-query steps (head_dim 64) S^T and dP^T hold 64 + 64 accumulators per thread, which do
   // not fit beside dK's register operand: ptxas then serialises every wgmma (C7512), so there dK
   // is waited for at the end of its step.
@@ -322,10 +322,9 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     // With 16 queries per thread (64-query steps) LSE and D go to registers ahead of their use; with
     // 128-query steps (head_dim 64) a thread holds 32 and that spills, so there they are read where
     // they are used. FA4's order, 2-4% faster at head_dim 128 than reading LSE after both issues
-    // and waiting for Q and dO together (docs/perf.md, session 23; either change alone is not): LSE
-    // is read before S^T is issued, and dO is waited for between the S^T and dP^T issues, so S^T
-    // starts as soon as Q has landed (dO lands after it: the producer loads Q first). D is read
-    // while dP^T runs.
+    // and waiting for Q and dO together (either change alone is not): LSE is read before S^T is
+    // issued, and dO is waited for between the S^T and dP^T issues, so S^T starts as soon as Q has
+    // landed (dO lands after it: the producer loads Q first). D is read while dP^T runs.
     constexpr bool kEarlyStats = kBlockM == 64;
     const auto lse_log2 =
         query_stats<kEarlyStats, 1, decltype(s_rc)>(score_coords_rc, shared.lse_log2[q_stage] + stats_skip);

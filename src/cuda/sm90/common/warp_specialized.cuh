@@ -41,7 +41,7 @@ __device__ __forceinline__ typename Config::Pipeline make_tma_pipeline(
 // setmaxnreg moves registers inside the CTA's own allocation (SASS: USETMAXREG ... CTAPOOL), which
 // __launch_bounds__(kThreads, 1) sets at 64 Ki / kThreads per thread, rounded down to 8: the
 // warpgroups' new counts must fit it, or the consumers' setmaxnreg.inc waits forever (a hang, seen
-// in session 13 with 32 + 2 x 240 at 384 threads).
+// with 32 + 2 x 240 at 384 threads).
 template <typename Config>
 constexpr bool register_split_fits_allocation() {
   constexpr int kLaunchRegisters = 65536 / Config::kThreads / 8 * 8;

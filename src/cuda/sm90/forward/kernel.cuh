@@ -6,7 +6,7 @@
 // the KV head. So the CTAs running at any moment read one KV head's K and V (32 MiB for a 64K
 // prompt, inside L2) rather than all Hk of them, and the G heads of a tile read the same K/V rows
 // side by side. (Items from an atomic counter instead balanced no better and ran 1-3% slower:
-// docs/perf.md, session 16.)
+// docs/performance.md.)
 //
 // Warp roles (kThreads = 128 + 128 x consumer warpgroups):
 //   warpgroup 0, producer: one elected thread issues every TMA load (Q tile, then per key block
