@@ -96,8 +96,11 @@ def _check_arguments(q, k, v, layout, softmax_scale, deterministic, kernel_famil
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(tensor).__name__}")
     if not isinstance(layout, Layout):
         raise TypeError(f"layout: expected a dualkv.Layout, got {type(layout).__name__}")
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        _refuse_head_major(name, tensor, layout.num_tokens)
+    # Not under torch.compile: there the layout's token count is a value of its offsets that the
+    # trace cannot branch on; the core's rule still applies.
+    if not torch.compiler.is_compiling():
+        for name, tensor in (("q", q), ("k", k), ("v", v)):
+            _refuse_head_major(name, tensor, layout.num_tokens)
     if softmax_scale is not None and (isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real)):
         raise TypeError(f"softmax_scale: expected a float or None, got {type(softmax_scale).__name__}")
     if not isinstance(deterministic, bool):

@@ -7,19 +7,30 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "docs" / "results" / "2026-11-23b-h100" / "bench_bf16"
+SHAPE = {"R": 2048, "H": 32, "Hk": 8, "d": 128}
+
+
+def _entry(n, p, **fields):
+    return {"config": f"N{n}_P{p}", "N": n, "P": p, **SHAPE, "forward_ms": 1.0, "backward_ms": 2.0, **fields}
 
 
 def test_deterministic_runs_are_labelled_and_files_without_the_field_are_not(tmp_path):
-    default_run = RESULTS / "dualkv_hopper.json"
-    report = json.loads(default_run.read_text())
-    assert "deterministic" not in report
+    """A dualkv_bench file without the field (the default mode) next to one with it."""
+    shapes = [(28, 4096), (16, 65536)]
+    report = {"device": "d", "kernel_family": "hopper",
+              "results": [_entry(n, p, dtype="bfloat16", peak_bytes=0) for n, p in shapes]}
+    default_run = tmp_path / "dualkv_hopper.json"
+    default_run.write_text(json.dumps(report))
+    baselines = tmp_path / "baselines.json"
+    baselines.write_text(json.dumps({"device": "d", "torch": "t", "results": [
+        _entry(n, p, dtype="bf16", baseline="fa4_composition", status="ok", fb_ms=3.0, peak_bytes=0)
+        for n, p in shapes]}))
     deterministic_run = tmp_path / "dualkv_hopper_det.json"
     deterministic_run.write_text(json.dumps({**report, "deterministic": True}))
 
     result = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "report_table.py"), str(default_run), str(deterministic_run),
-         str(RESULTS / "baselines.json")],
+         str(baselines)],
         capture_output=True, text=True, check=True,
     )
     lines = result.stdout.splitlines()
