@@ -14,8 +14,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-python3}
 # The GPU path's flags when none are given: the README's step benchmark (one prompt of 8K tokens,
-# 32 responses, fused elementwise layers).
-gpu_defaults=(--prompt-lengths 8192 --responses 32 --fuse-elementwise)
+# 32 responses, fused elementwise layers; the largest-micro-batch search stops at one group).
+gpu_defaults=(--prompt-lengths 8192 --responses 32 --fuse-elementwise --max-fit 32)
 
 usage() {
   cat <<EOF

@@ -41,7 +41,7 @@ def test_help_lists_the_defaults_without_loading_torch(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "--groups GROUPS       prompt groups (default: 3)" in result.stdout
-    assert "--prompt-lengths 8192 --responses 32 --fuse-elementwise" in result.stdout
+    assert "--prompt-lengths 8192 --responses 32 --fuse-elementwise --max-fit 32" in result.stdout
     assert f"into {sys.executable}" in result.stdout and "virtual environment" in result.stdout
 
 
