@@ -1,6 +1,6 @@
-"""The step benchmark's two baseline attentions as transformers attention functions, driven by the
-same `dualkv_layout` keyword PackedPolicy passes to every layer, so the three methods share the
-model, the log-prob code and the loss and differ only in attention and in the stream they run on:
+"""The step benchmark's baseline attentions as transformers attention functions, driven by the
+same `dualkv_layout` keyword PackedPolicy passes to every layer, so the methods share the model,
+the log-prob code and the loss and differ only in attention and in the stream they run on:
 
   flash_ncopy  the N-copy stream, one [prompt; response] row per response back to back without
                padding (a layout whose every group has one response), through PyTorch's
@@ -8,18 +8,22 @@ model, the log-prob code and the loss and differ only in attention and in the st
                row, grouped-query attention native): how veRL runs padding-free batches.
   flex_packed  the packed stream with FlexAttention (torch.compile(flex_attention), enable_gqa)
                and a block mask built from the layout's visibility rule; compiled for the stream
-               length it runs, or for a symbolic length (set_flex_shapes).
+               length it runs, or for a symbolic length (set_flex_shapes). Its default (Triton)
+               backend.
+  flex_fa4     the same through FlexAttention's FlashAttention-4 backend
+               (kernel_options={"BACKEND": "FLASH"}: torch 2.11 with the flash-attn-4 wheels).
 
 Under sequence parallelism (`dualkv_layout` a dualkv.distributed.SequenceParallelLayout, the
 inputs this rank's rows of the stream) each runs its kernel inside dualkv.distributed's Ulysses
 attention: sequence shard -> head shard, the kernel on the whole stream, and back.
 
-Both need a GPU. Importing this module registers both names and, for each, a mask builder that
+They need a GPU. Importing this module registers their names and, for each, a mask builder that
 returns None: the layout is the mask, so transformers must not build a (T, T) one.
 """
 
 from __future__ import annotations
 
+import functools
 import weakref
 
 import torch
@@ -33,6 +37,7 @@ from dualkv.distributed import SequenceParallelLayout, ulysses_attention
 # No "flash" in the name: transformers takes such names for its own flash-attention kernels.
 FLASH_NCOPY = "step_bench_varlen_ncopy"
 FLEX_PACKED = "step_bench_flex_packed"
+FLEX_FA4 = "step_bench_flex_fa4"
 
 # Per global layout (weakly: a micro-batch's layout dies with it), what every layer of its forward
 # and backward reuses: the row offsets and longest row, or the block mask. Keyed by the Layout, not
@@ -68,14 +73,17 @@ def flash_ncopy_attention(
     return _attend_stream(_varlen_ncopy, query, key, value, dualkv_layout, scaling)
 
 
-def flex_packed_attention(
-    module, query, key, value, attention_mask, scaling=None, dropout=0.0, dualkv_layout=None, **kwargs
-):
-    if _global_layout(dualkv_layout) is None:
-        raise ValueError(
-            "dualkv_layout: the flex_packed method needs the packed layout, or a SequenceParallelLayout of it"
-        )
-    return _attend_stream(_flex_packed, query, key, value, dualkv_layout, scaling)
+def _flex_attention_function(method, kernel):
+    """The transformers attention function of a FlexAttention method running `kernel`."""
+
+    def attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, dualkv_layout=None, **kwargs):
+        if _global_layout(dualkv_layout) is None:
+            raise ValueError(
+                f"dualkv_layout: the {method} method needs the packed layout, or a SequenceParallelLayout of it"
+            )
+        return _attend_stream(kernel, query, key, value, dualkv_layout, scaling)
+
+    return attention
 
 
 def _global_layout(dualkv_layout) -> dualkv.Layout | None:
@@ -115,10 +123,11 @@ def _varlen_ncopy(q, k, v, layout, scale):
     )
 
 
-def _flex_packed(q, k, v, layout, scale):
+def _flex(q, k, v, layout, scale, kernel_options=None):
     """(T, H, d) and (T, Hk, d) packed stream -> (T, H, d) through FlexAttention and the layout's block
-    mask. enable_gqa needs Hk to divide H: under Ulysses, kv replication gives each rank Hk' kv heads
-    dividing its H/W query heads (dualkv.distributed.kv_replication)."""
+    mask, with FlexAttention's kernel_options (None: its default backend). enable_gqa needs Hk to
+    divide H: under Ulysses, kv replication gives each rank Hk' kv heads dividing its H/W query heads
+    (dualkv.distributed.kv_replication)."""
     global _compiled_flex_attention
     if _compiled_flex_attention is None:
         from torch.nn.attention.flex_attention import flex_attention
@@ -127,14 +136,24 @@ def _flex_packed(q, k, v, layout, scale):
     if layout not in _flex_masks:
         _flex_masks[layout] = build_flex_block_mask(layout.to(q.device))
     heads_major = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # (1, heads, T, d) views
-    out = _compiled_flex_attention(*heads_major, block_mask=_flex_masks[layout], scale=scale, enable_gqa=True)
+    options = {} if kernel_options is None else {"kernel_options": kernel_options}
+    out = _compiled_flex_attention(*heads_major, block_mask=_flex_masks[layout], scale=scale, enable_gqa=True,
+                                   **options)
     return out.squeeze(0).transpose(0, 1)
+
+
+flex_packed_attention = _flex_attention_function("flex_packed", _flex)
+flex_fa4_attention = _flex_attention_function("flex_fa4", functools.partial(_flex, kernel_options={"BACKEND": "FLASH"}))
 
 
 def _no_mask(*args, **kwargs) -> None:
     return None
 
 
-for _name, _function in ((FLASH_NCOPY, flash_ncopy_attention), (FLEX_PACKED, flex_packed_attention)):
+for _name, _function in (
+    (FLASH_NCOPY, flash_ncopy_attention),
+    (FLEX_PACKED, flex_packed_attention),
+    (FLEX_FA4, flex_fa4_attention),
+):
     AttentionInterface.register(_name, _function)
     AttentionMaskInterface.register(_name, _no_mask)

@@ -1,5 +1,5 @@
 // Forward and backward on the GPU over a grid of awkward shapes, both 16-bit dtypes and both
-// compiled head dims, with the device's tiles and with the tiles of a 99 KiB (sm_86/sm_89) GPU;
+// compiled head dims (64, 128, 256), with the device's tiles and with the tiles of a 99 KiB (sm_86/sm_89) GPU;
 // plus the tiny problems the sanitizer runs (--gtest_filter=*Sanitizer*).
 #include <gtest/gtest.h>
 
@@ -82,7 +82,7 @@ TEST_P(CudaForward, LaterKeysRaiseTheMaximum) {
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaForward,
                          ::testing::Combine(::testing::ValuesIn(shape_cases()),
                                             ::testing::Values(DType::kFloat16, DType::kBFloat16),
-                                            ::testing::Values(int64_t{64}, int64_t{128}),
+                                            ::testing::Values(int64_t{64}, int64_t{128}, int64_t{256}),
                                             ::testing::Values(KernelFamily::kPortable, KernelFamily::kHopper)),
                          family_name);
 
@@ -113,14 +113,14 @@ TEST_P(CudaBackwardNan, NanInOddSegmentsStaysThere) {
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaBackwardNan,
                          ::testing::Combine(::testing::ValuesIn(nan_backward_cases()),
                                             ::testing::Values(DType::kFloat16, DType::kBFloat16),
-                                            ::testing::Values(int64_t{64}, int64_t{128}),
+                                            ::testing::Values(int64_t{64}, int64_t{128}, int64_t{256}),
                                             ::testing::Values(KernelFamily::kPortable, KernelFamily::kHopper)),
                          family_name);
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaBackward,
                          ::testing::Combine(::testing::ValuesIn(shape_cases()),
                                             ::testing::Values(DType::kFloat16, DType::kBFloat16),
-                                            ::testing::Values(int64_t{64}, int64_t{128}),
+                                            ::testing::Values(int64_t{64}, int64_t{128}, int64_t{256}),
                                             ::testing::Values(KernelFamily::kPortable, KernelFamily::kHopper)),
                          family_name);
 
@@ -179,6 +179,16 @@ TEST(CudaSanitizer, BackwardHopperLongWalk) {
 
 TEST(CudaSanitizer, BackwardHopperLongWalkHeadDim64) {
   check_backward(long_walk_case(), DType::kBFloat16, 64, {KernelFamily::kHopper, 0}, InputPattern::kNanInOddSegments);
+}
+
+// head_dim 256: the forward's 64-key blocks, and the backward whose warpgroups split the head
+// dimension (P^T and dS^T through alternating shared buffers, dQ by vector reductions).
+TEST(CudaSanitizer, ForwardHopperLongWalkHeadDim256) {
+  check_forward(long_walk_case(), DType::kBFloat16, 256, {KernelFamily::kHopper, 0}, InputPattern::kGrowingKeys);
+}
+
+TEST(CudaSanitizer, BackwardHopperLongWalkHeadDim256) {
+  check_backward(long_walk_case(), DType::kFloat16, 256, {KernelFamily::kHopper, 0}, InputPattern::kNanInOddSegments);
 }
 
 TEST(CudaSanitizer, BackwardSm86Tiles) {
