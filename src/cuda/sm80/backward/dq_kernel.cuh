@@ -7,13 +7,17 @@
 // last query (causal).
 //
 // Warp roles: kDqWarps warps, each owns 16 query rows of S = Q K^T, dP = dO V^T and
-// dQ += dS K; dS feeds the last GEMM straight from registers.
+// dQ += dS K; dS feeds the last GEMM straight from registers. A thread holds 16 x d / 32 fp32 dQ
+// values: 128 at head_dim 256, where the key steps shrink to 32 (16 on sm_86/sm_89) so that the
+// scores and operands fit beside them.
 //
 // Pipeline: Q, dO, LSE and D are loaded once; K and V of the next key tile are fetched with
 // cp.async into the other of two stages while the current one is computed.
 //
 // Shared memory: Q, dO [kDqQueryBlock x d]; K, V [2 stages][kDqKeyBlock x d]; LSE, D
-// [kDqQueryBlock] fp32. 16-bit tiles use the 8x64 Swizzle<3,3,3> atom.
+// [kDqQueryBlock] fp32. 16-bit tiles use the 8x64 Swizzle<3,3,3> atom. Per shape of tile_shapes.h
+// (head_dim: queries x keys): 64: 64 x 64, 48.5 KiB; 128: 64 x 64, 96.5 KiB; 256: 64 x 32,
+// 128.5 KiB, or 64 x 16, 96.5 KiB.
 #pragma once
 
 #include <cute/tensor.hpp>
