@@ -3,12 +3,14 @@ same `dualkv_layout` keyword PackedPolicy passes to every layer, so the three me
 model, the log-prob code and the loss and differ only in attention and in the stream they run on:
 
   flash_ncopy  the N-copy stream, one [prompt; response] row per response back to back without
-               padding (a layout whose every group has one response), through PyTorch's
-               FlashAttention varlen kernel (torch.nn.attention.varlen.varlen_attn, causal per
-               row, grouped-query attention native): how veRL runs padding-free batches.
+               padding (a layout whose every group has one response, or a forest of roots: every
+               trajectory of a tree workload alone), through PyTorch's FlashAttention varlen
+               kernel (torch.nn.attention.varlen.varlen_attn, causal per row, grouped-query
+               attention native): how veRL runs padding-free batches.
   flex_packed  the packed stream with FlexAttention (torch.compile(flex_attention), enable_gqa)
-               and a block mask built from the layout's visibility rule; compiled for the stream
-               length it runs, or for a symbolic length (set_flex_shapes).
+               and a block mask built from the layout's visibility rule (a tree's too); compiled
+               for the stream length it runs, or for a symbolic length (set_flex_shapes); its
+               Triton backend, or FA4's (set_flex_backend).
 
 Under sequence parallelism (`dualkv_layout` a dualkv.distributed.SequenceParallelLayout, the
 inputs this rank's rows of the stream) each runs its kernel inside dualkv.distributed's Ulysses
@@ -43,6 +45,8 @@ _compiled_flex_attention = None
 # torch.compile's `dynamic` for FlexAttention (set_flex_shapes): None compiles for the first stream
 # length and recompiles with a symbolic length at a second one; True is symbolic from the start.
 _flex_dynamic: bool | None = None
+# FlexAttention's kernel_options (set_flex_backend): None for its Triton kernels.
+_flex_kernel_options: dict | None = None
 
 
 def set_flex_shapes(shapes: str) -> None:
@@ -56,14 +60,33 @@ def set_flex_shapes(shapes: str) -> None:
     _compiled_flex_attention = None
 
 
+def set_flex_backend(backend: str) -> None:
+    """FlexAttention's backend for the calls that follow: "triton" (its default) or "flash" (FA4's
+    kernels, kernel_options={"BACKEND": "FLASH"}; flash-attn-4 installed)."""
+    global _flex_kernel_options
+    if backend not in ("triton", "flash"):
+        raise ValueError(f"backend: 'triton' or 'flash', got {backend!r}")
+    _flex_kernel_options = {"BACKEND": "FLASH"} if backend == "flash" else None
+
+
+def _ncopy_rows(layout: dualkv.Layout) -> torch.Tensor | None:
+    """The rows of an N-copy stream: every group's one [prompt; response] row, or every root of a
+    forest of roots; None for any other layout."""
+    if layout.depth == 1:
+        return layout.cu_seqlens
+    if layout.is_two_level and all(len(r) == 1 for r in layout.response_lengths):
+        return layout.cu_seqlens[layout.cu_groups.long()]  # each row starts at its prompt
+    return None
+
+
 def flash_ncopy_attention(
     module, query, key, value, attention_mask, scaling=None, dropout=0.0, dualkv_layout=None, **kwargs
 ):
     layout = _global_layout(dualkv_layout)
-    if layout is None or any(len(r) != 1 for r in layout.response_lengths):
+    if layout is None or _ncopy_rows(layout) is None:
         raise ValueError(
             "dualkv_layout: the flash_ncopy method needs the N-copy layout (one response per group, each group "
-            "one [prompt; response] row), or a SequenceParallelLayout of it"
+            "one [prompt; response] row, or a forest of roots), or a SequenceParallelLayout of it"
         )
     return _attend_stream(_varlen_ncopy, query, key, value, dualkv_layout, scaling)
 
@@ -106,7 +129,7 @@ def _varlen_ncopy(q, k, v, layout, scale):
     from torch.nn.attention.varlen import varlen_attn
 
     if layout not in _flash_rows:
-        starts = layout.cu_seqlens[layout.cu_groups.long()]  # each row starts at its prompt
+        starts = _ncopy_rows(layout)
         _flash_rows[layout] = (starts.to(q.device, torch.int32), int(starts.diff().max()))
     rows, longest = _flash_rows[layout]
     return varlen_attn(
@@ -127,7 +150,9 @@ def _flex_packed(q, k, v, layout, scale):
     if layout not in _flex_masks:
         _flex_masks[layout] = build_flex_block_mask(layout.to(q.device))
     heads_major = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # (1, heads, T, d) views
-    out = _compiled_flex_attention(*heads_major, block_mask=_flex_masks[layout], scale=scale, enable_gqa=True)
+    out = _compiled_flex_attention(
+        *heads_major, block_mask=_flex_masks[layout], scale=scale, enable_gqa=True, kernel_options=_flex_kernel_options
+    )
     return out.squeeze(0).transpose(0, 1)
 
 

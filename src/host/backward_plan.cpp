@@ -44,31 +44,32 @@ BackwardRuns plan_runs(const Layout& layout) {
     if (s < segments) run_of[static_cast<size_t>(s)] = static_cast<int32_t>(runs.cu_runs.size()) - 1;
   }
   const auto num_runs = static_cast<int32_t>(runs.cu_runs.size()) - 1;
-  for (int32_t r = 0; r < num_runs; ++r) {
+  const auto run_entry = [&](int32_t r) {
     const int32_t first = runs.cu_runs[static_cast<size_t>(r)], end = runs.cu_runs[static_cast<size_t>(r) + 1];
-    runs.table.push_back({first, end, layout.segment_begin(first), layout.segment_begin(end)});
-  }
+    return QueryRun{first, end, layout.segment_begin(first), layout.segment_begin(end)};
+  };
+  // Every walk's list ends with an empty entry. A leaf's walk is its run alone: the leaves of a
+  // run share one list.
+  std::vector<int32_t> leaf_walk_of_run(static_cast<size_t>(num_runs), -1);
   runs.walks.reserve(static_cast<size_t>(segments));
   for (int32_t s = 0; s < segments; ++s) {
     const int32_t own = run_of[static_cast<size_t>(s)];
-    const SegmentInterval* first = descendants.begin(s);
-    const int32_t count = descendants.count(s);
-    if (count == 0) {
-      runs.walks.push_back({own, own + 1});
-    } else if (count == 1 && run_at[static_cast<size_t>(first->first)] == own + 1) {
-      runs.walks.push_back({own, run_at[static_cast<size_t>(first->end)]});
-    } else {
-      const auto begin = static_cast<int32_t>(runs.table.size());
-      const QueryRun own_run = runs.table[static_cast<size_t>(own)];  // push_back may reallocate
-      runs.table.push_back(own_run);
-      for (const SegmentInterval* d = first; d != descendants.end(s); ++d) {
-        for (int32_t r = run_at[static_cast<size_t>(d->first)]; r < run_at[static_cast<size_t>(d->end)]; ++r) {
-          const QueryRun run = runs.table[static_cast<size_t>(r)];
-          runs.table.push_back(run);
-        }
-      }
-      runs.walks.push_back({begin, static_cast<int32_t>(runs.table.size())});
+    const bool leaf = descendants.count(s) == 0;
+    if (leaf && leaf_walk_of_run[static_cast<size_t>(own)] >= 0) {
+      const int32_t begin = leaf_walk_of_run[static_cast<size_t>(own)];
+      runs.walks.push_back({begin, begin + 1});
+      continue;
     }
+    const auto begin = static_cast<int32_t>(runs.table.size());
+    runs.table.push_back(run_entry(own));
+    for (const SegmentInterval* d = descendants.begin(s); d != descendants.end(s); ++d) {
+      for (int32_t r = run_at[static_cast<size_t>(d->first)]; r < run_at[static_cast<size_t>(d->end)]; ++r) {
+        runs.table.push_back(run_entry(r));
+      }
+    }
+    runs.walks.push_back({begin, static_cast<int32_t>(runs.table.size())});
+    runs.table.push_back(QueryRun{-1, -1, 0, 0});
+    if (leaf) leaf_walk_of_run[static_cast<size_t>(own)] = begin;
   }
   return runs;
 }

@@ -22,12 +22,12 @@
 // A run ends wherever some segment's descendants begin or end, and at every root: so every run
 // is either wholly a descendant of a segment or wholly not, and a walk's leg over a segment's
 // descendants is whole runs, with no row of a tile outside them but rows past a run's end.
-// A key tile's walk is a range of the run table: first the run holding its segment (its own
-// queries, causally, from the key tile's query tile on), then the runs of its descendants. In
-// packed orders where every subtree is contiguous (depth-first, as two-level layouts and
-// pack_trajectories produce) a segment's descendants are the runs right after its own, so the
-// walk is a range of the table's first part, one entry per run; for any other segment its runs
-// are copied after them.
+// A key tile's walk is a list in the run table: first the run holding its segment (its own
+// queries, causally, from the key tile's query tile on), then the runs of its descendants, then
+// an empty entry that ends it (the kernels' walk then needs no count: cuda/common/query_walk.h).
+// The leaves of one run share one list. Every other segment has a list of its own, as long as
+// its descendants have runs: the plan is linear in the walks' steps, not in the tokens (a chain
+// 16 deep holds 16 runs and a list for each of its segments).
 //
 // Device plan (backward_plan_image, cached with the layout: host/plan_cache.h):
 //   cu_seqlens  int32 (S + 1): the layout's segment offsets, for the kernels' query/key ranges
@@ -35,7 +35,7 @@
 //   query tiles QueryTile[] and their KeyRange[], empty unless the dQ kernel runs (deterministic)
 //   cu_runs     int32 (R + 1): the runs' first segments, for the Hopper dQ accumulator's
 //               (sm90/backward/dq_accumulator.h) convert pass
-//   run table   QueryRun[]: the R runs in packed order, then the copied walks
+//   run table   QueryRun[]: the walks' lists
 // Device workspace of one call (one allocation, every region 16-byte aligned):
 //   dq_accum   fp32 (H, T, d), contiguous; only when dQ is accumulated with atomics
 //   delta      fp32 (H, T') rows of stats_row_stride = T rounded up to 4 floats, so each head's row
@@ -63,7 +63,8 @@ struct TileWork {
   int32_t begin;      // first token of the tile
   int32_t segment;    // segment holding the tile
   int32_t run_begin;  // the tile's walk: entries [run_begin, run_end) of the run table, the first
-  int32_t run_end;    // the run holding `segment`, the others its descendants' runs
+  int32_t run_end;    // the run holding `segment`, the others its descendants' runs; entry
+                      // run_end is empty (begin == end), the walk's end
 };
 static_assert(sizeof(TileWork) == 16, "TileWork is read as one int4 on the device");
 
@@ -84,8 +85,8 @@ struct RunInterval {
 
 struct BackwardRuns {
   std::vector<int32_t> cu_runs;    // R + 1 segment indices: run r is segments [cu_runs[r], cu_runs[r + 1])
-  std::vector<QueryRun> table;     // the R runs, then the copied walks
-  std::vector<RunInterval> walks;  // per segment: its key tiles' walk
+  std::vector<QueryRun> table;     // the walks' lists, each ended by an empty entry
+  std::vector<RunInterval> walks;  // per segment: its key tiles' walk, the ending entry excluded
 };
 
 BackwardRuns plan_runs(const Layout& layout);

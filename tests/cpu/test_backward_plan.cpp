@@ -91,8 +91,8 @@ void expect_key_tiles_cover_every_token_once(const std::vector<TileWork>& tiles,
   for (size_t t = 0; t < covered.size(); ++t) EXPECT_EQ(covered[t], 1) << "token " << t;
 }
 
-// The run table: the runs partition the segments in packed order, each entry's tokens are its
-// segments', and a copied walk repeats runs of that partition.
+// The runs partition the segments in packed order; every walk's list holds runs of that
+// partition, with their segments' tokens, and ends with an empty entry.
 void expect_runs_partition_the_segments(const BackwardRuns& runs, const TreeSpec& tree) {
   const std::vector<int64_t> begins = segment_begins(tree);
   const auto num_runs = static_cast<int32_t>(runs.cu_runs.size()) - 1;
@@ -104,15 +104,17 @@ void expect_runs_partition_the_segments(const BackwardRuns& runs, const TreeSpec
     EXPECT_LT(runs.cu_runs[r], runs.cu_runs[r + 1]);
     partition.insert({runs.cu_runs[r], runs.cu_runs[r + 1]});
   }
-  for (size_t r = 0; r < runs.table.size(); ++r) {
-    const QueryRun& run = runs.table[r];
-    if (r < static_cast<size_t>(num_runs)) {
-      EXPECT_EQ(run.first_segment, runs.cu_runs[r]);
-      EXPECT_EQ(run.end_segment, runs.cu_runs[r + 1]);
+  ASSERT_EQ(runs.walks.size(), tree.lengths.size());
+  for (const RunInterval& walk : runs.walks) {
+    ASSERT_LT(walk.begin, walk.end);
+    ASSERT_LT(walk.end, static_cast<int32_t>(runs.table.size()));
+    for (int32_t r = walk.begin; r < walk.end; ++r) {
+      const QueryRun& run = runs.table[r];
+      EXPECT_EQ(partition.count({run.first_segment, run.end_segment}), 1u) << "table entry " << r;
+      EXPECT_EQ(run.begin, begins[run.first_segment]);
+      EXPECT_EQ(run.end, begins[run.end_segment]);
     }
-    EXPECT_EQ(partition.count({run.first_segment, run.end_segment}), 1u) << "table entry " << r;
-    EXPECT_EQ(run.begin, begins[run.first_segment]);
-    EXPECT_EQ(run.end, begins[run.end_segment]);
+    EXPECT_GE(runs.table[walk.end].begin, runs.table[walk.end].end) << "the walk's list does not end";
   }
 }
 
@@ -138,13 +140,14 @@ void expect_walk_covers_the_tile_queries(const Layout& layout, const BackwardRun
     ASSERT_GE(step.run, tile.run_begin);
     ASSERT_LT(step.run, tile.run_end);
     const QueryRun& run = runs.table[step.run];
-    EXPECT_EQ(step.causal, step.run == tile.run_begin);
+    const bool causal = step.causal != 0;
+    EXPECT_EQ(causal, step.run == tile.run_begin);
     EXPECT_EQ((step.begin - run.begin) % query_block, 0) << "tile at " << step.begin;
     ASSERT_LE(step.begin, step.rows_begin);
     ASSERT_LT(step.rows_begin, std::min<int64_t>(step.begin + query_block, step.rows_end));
     ASSERT_LE(run.begin, step.begin);
     ASSERT_LE(step.rows_end, run.end);
-    if (step.causal) {
+    if (causal) {
       EXPECT_EQ(step.rows_end, layout.segment_end(tile.segment));
       EXPECT_GE(step.rows_begin, layout.segment_begin(tile.segment));
     } else {
@@ -157,7 +160,7 @@ void expect_walk_covers_the_tile_queries(const Layout& layout, const BackwardRun
       ++covered[step.head - 2][q];
       const bool sees = sees_tile(q);
       any = any || sees;
-      if (!step.causal) EXPECT_TRUE(sees) << "key tile at " << tile.begin << ": row " << q << " of a descendant step";
+      if (!causal) EXPECT_TRUE(sees) << "key tile at " << tile.begin << ": row " << q << " of a descendant step";
     }
     EXPECT_TRUE(any) << "key tile at " << tile.begin << ": a step at " << step.begin << " sees none of its keys";
   }
@@ -261,25 +264,26 @@ TEST(BackwardPlan, TilesFollowTheMaskWhereASegmentWithChildrenSharesItsRun) {
   EXPECT_EQ(runs.cu_runs, (std::vector<int32_t>{0, 1, 3, 5, 6, 7, 8, 9}));
 }
 
-// Depth-first packed trees (pack_trajectories' order) plan every walk inside the table's first
-// part, one entry per run, so the plan of thousands of small segments 16 deep is as long as its
-// tile lists; another packed order copies only the walks it must.
-TEST(BackwardPlan, DeepDepthFirstTreesNeedNoCopiedWalks) {
+// The run table holds a list per segment with descendants (as long as their runs) and one per
+// run of leaves: thousands of small segments 16 deep plan as many entries as their walks have
+// runs, each walk's once.
+TEST(BackwardPlan, RunTableHoldsEachWalkOnce) {
   std::mt19937_64 rng(20261203);
-  dualkv_test::TreeShape shape = shape_of(16, 3, 40, 3, true);
-  shape.max_segments = 3000;
-  const TreeSpec tree = dualkv_test::random_tree(shape, rng);
-  ASSERT_GT(tree.lengths.size(), 1000u);
-  const Layout layout = layout_of(tree);
-  ASSERT_EQ(layout.depth(), 16);
-  const BackwardRuns runs = plan_runs(layout);
-  EXPECT_EQ(runs.table.size() + 1, runs.cu_runs.size());
-  shape.depth_first = false;
-  const TreeSpec shuffled = dualkv_test::random_tree(shape, rng);
-  const BackwardRuns shuffled_runs = plan_runs(layout_of(shuffled));
-  int64_t walk_entries = 0;
-  for (const RunInterval& walk : shuffled_runs.walks) walk_entries += walk.end - walk.begin;
-  EXPECT_LE(shuffled_runs.table.size() + 1, shuffled_runs.cu_runs.size() + walk_entries);
+  for (const bool depth_first : {true, false}) {
+    dualkv_test::TreeShape shape = shape_of(16, 3, 40, 3, depth_first);
+    shape.max_segments = 3000;
+    const TreeSpec tree = dualkv_test::random_tree(shape, rng);
+    ASSERT_GT(tree.lengths.size(), 1000u);
+    const Layout layout = layout_of(tree);
+    ASSERT_EQ(layout.depth(), 16);
+    const BackwardRuns runs = plan_runs(layout);
+    std::set<int32_t> lists;
+    int64_t entries = 0;
+    for (const RunInterval& walk : runs.walks) {
+      if (lists.insert(walk.begin).second) entries += walk.end - walk.begin + 1;
+    }
+    EXPECT_EQ(static_cast<int64_t>(runs.table.size()), entries);
+  }
 }
 
 // The two-level plan as the kernels ran it before tree layouts, written from its description:
@@ -362,8 +366,8 @@ void expect_the_two_level_plan(const BatchSpec& batch, int key_block, int query_
         QueryWalk::of_key_tile(layout.cu_seqlens().data(), runs.table.data(), tiles[i], 1, 3, query_block);
     std::vector<LegacyStep> steps;
     for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
-      steps.push_back(
-          {runs.table[step.run].first_segment, step.begin, step.rows_begin, step.rows_end, step.head, step.causal});
+      steps.push_back({runs.table[step.run].first_segment, step.begin, step.rows_begin, step.rows_end, step.head,
+                       step.causal != 0});
     }
     ASSERT_TRUE(steps == legacy_walk(layout, legacy[i], 1, 3, query_block)) << "key tile " << i;
   }

@@ -199,7 +199,7 @@ TEST(Sm90DqAccumulator, SegmentCursorFollowsAWalk) {
           plan_runs(Layout::from_tree(parents, std::vector<int64_t>(lengths.begin(), lengths.end())));
       SegmentCursor cursor{offsets.data()};
       for (int pass = 0; pass < 2; ++pass) {
-        for (const QueryRun& run : runs.table) {
+        for (const QueryRun& run : runs.table) {  // the walks' runs, each list ended by an empty entry
           for (int begin = run.begin; begin < run.end; begin += 64) {
             ASSERT_EQ(cursor.at(begin, run.first_segment), segment_of_token(offsets.data(), segments, begin))
                 << "pass " << pass << " token " << begin;

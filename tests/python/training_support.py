@@ -72,6 +72,12 @@ def reference_step(lm, ref_lm, batch, cfg):
     """One packed forward over the whole batch, the library's aggregated loss, torch's clip and
     AdamW: what `policy_update` must equal however it splits the batch. Returns (loss, norm)."""
     packed = dualkv.pack([g.prompt for g in batch], [g.responses for g in batch])
+    return reference_update(lm, ref_lm, packed, [r for g in batch for r in g.rewards], cfg)
+
+
+def reference_update(lm, ref_lm, packed, rewards, cfg):
+    """`reference_step` on a packed batch (its responses' rewards in order): the update on prompt
+    groups or, from `dualkv.pack_trajectories`, on trajectory groups."""
 
     def score(model):
         hidden = model.model(
@@ -81,8 +87,7 @@ def reference_step(lm, ref_lm, batch, cfg):
 
     with torch.no_grad():
         old, ref = score(lm), score(ref_lm)
-    rewards = torch.tensor([r for g in batch for r in g.rewards])
-    advantages = losses.group_advantages(rewards, packed.response_group)
+    advantages = losses.group_advantages(torch.tensor(rewards), packed.response_group)
     loss = losses.policy_loss(
         score(lm),
         old,

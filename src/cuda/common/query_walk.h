@@ -24,7 +24,9 @@ struct QueryStep {
                    // causal walk starts in a tile that an earlier segment of its run shares
   int rows_end;    // end of the walk's queries in the run: rows at or past it are not the walk's
   int head;
-  bool causal;  // the queries are in the key tile's own segment
+  int causal;  // 1: the queries are in the key tile's own segment (an int: ptxas keeps the step's
+               // ints in uniform registers; as a bool it went to local memory in the Hopper
+               // kernel's head_dim 64 deterministic variant)
 };
 
 // The walk visits every query tile for one query head, then starts over for the next head of the
@@ -36,10 +38,12 @@ struct QueryStep {
 //
 // A key tile is seen by its own segment's query tiles from its own on (causal), then by every row
 // of its descendants' runs (whole runs: no row of them outside its descendants but past a run's
-// end). The walk's runs are the table entries [tile.run_begin, tile.run_end), its own run first.
+// end). The walk's runs are the table entries [tile.run_begin, tile.run_end), its own run first,
+// and entry run_end is an empty one that ends the walk (host/backward_plan.h), so the walk holds
+// no count: the Hopper kernel's head_dim 64 consumers are at the edge of their registers, and one
+// more value kept across their step loop went to local memory.
 struct QueryWalk {
   QueryStep first;  // the first step of every head's pass
-  int run_end;      // one past the walk's last run table entry
   const QueryRun* runs;
   int end_head;
   int block;
@@ -55,8 +59,8 @@ struct QueryWalk {
                           begin > segment_begin ? begin : segment_begin,
                           cu_seqlens[tile.segment + 1],
                           kv_head * heads_per_kv_head,
-                          true};
-    return QueryWalk{first, tile.run_end, runs, (kv_head + 1) * heads_per_kv_head, block};
+                          1};
+    return QueryWalk{first, runs, (kv_head + 1) * heads_per_kv_head, block};
   }
 
   DUALKV_HOST_DEVICE bool done(const QueryStep& step) const { return step.head >= end_head; }
@@ -66,9 +70,9 @@ struct QueryWalk {
     step.rows_begin = step.begin;
     if (step.begin < step.rows_end) return;
     const int next = step.run + 1;
-    if (next < run_end) {
-      const QueryRun run = runs[next];
-      step = QueryStep{next, run.begin, run.begin, run.end, step.head, false};
+    const QueryRun run = runs[next];
+    if (run.begin < run.end) {
+      step = QueryStep{next, run.begin, run.begin, run.end, step.head, 0};
       return;
     }
     const int head = step.head + 1;

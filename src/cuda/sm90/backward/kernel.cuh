@@ -411,8 +411,13 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   if (q_release_pending) q_pipeline.consumer_release(q_release_state);
 
   // Epilogue: dK = scale * sum dS^T Q and dV = sum P^T dO as column pairs, rows inside the segment.
+  // With lean index registers, from a thread index of its own: ptxas otherwise reused the masking
+  // pass's coordinates here, kept in local memory through the step loop (head_dim 64,
+  // deterministic mode).
+  int epilogue_thread = thread;
+  if constexpr (Config::kLeanIndexRegisters) hide_from_hoisting(epilogue_thread);
   Tensor out_coords =
-      mma_kv.get_thread_slice(thread).partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+      mma_kv.get_thread_slice(epilogue_thread).partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
   auto* dk =
       static_cast<Element*>(p.dk.data) + int64_t{key_begin} * p.dk.token_stride + work.kv_head * p.dk.head_stride;
   auto* dv =
