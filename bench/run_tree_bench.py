@@ -67,7 +67,8 @@ def main(argv=None) -> dict:
     args = _parse(argv)
     device = torch.device(args.device)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
-    trajectories = work.agentic_trajectories(**_workload(args), seed=args.seed)
+    vocab = model_config(args.model).vocab_size
+    trajectories = work.agentic_trajectories(**_workload(args), vocab=vocab, seed=args.seed)
     packed = dualkv.pack_trajectories(trajectories)
     ncopy = work.ncopy_batch(trajectories)
     report = {
@@ -235,7 +236,7 @@ def check_methods(methods, args, device, dtype) -> dict:
     """Each method against the fp32 reference on a small workload of the same shape: the relative
     error (in norm) of out, dq, dk, dv, or the error it raised."""
     small = work.agentic_trajectories(system=96, task=40, trajectories=4, turns=3, turn_tokens=40,
-                                      tool_tokens=(30, 70), branch_after=2, seed=args.seed + 1)
+                                      tool_tokens=(30, 70), branch_after=2, vocab=1000, seed=args.seed + 1)
     problem = Problem(small, args.heads, args.kv_heads, args.head_dim, device, dtype, seed=1)
     expected = reference(problem)
     tolerance = 2e-5 if dtype == torch.float32 else 2e-2
@@ -249,7 +250,7 @@ def check_methods(methods, args, device, dtype) -> dict:
             checked[name] = {"status": f"failed: {type(error).__name__}: {error}".splitlines()[0][:300]}
             continue
         errors = {
-            label: float((g.float() - e).norm() / e.norm().clamp(min=1e-30))
+            label: float((g.detach().float() - e).norm() / e.norm().clamp(min=1e-30))
             for label, g, e in zip(("out", "dq", "dk", "dv"), got, expected)
         }
         if max(errors.values()) > tolerance:
@@ -355,19 +356,19 @@ def step_part(args, methods, trajectories, packed, ncopy, device, dtype) -> dict
 
 
 def _timed_steps(policy, batch, advantages, args, device):
-    for _ in range(args.warmup):
-        _step(policy, batch, advantages)
+    """--warmup steps, then --repeats timed ones: their seconds, the last one's old log-probs, and
+    the peak memory of the timed ones (GiB; None on a CPU)."""
+    results = [_step(policy, batch, advantages) for _ in range(args.warmup)]
     _synchronize(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    times, logprobs = [], None
+    times = []
     for _ in range(args.repeats):
         start = time.perf_counter()
-        logprobs = _step(policy, batch, advantages)
+        results.append(_step(policy, batch, advantages))
         _synchronize(device)
         times.append(time.perf_counter() - start)
-    peak = torch.cuda.max_memory_allocated(device) / GIB if device.type == "cuda" else None
-    return times, logprobs, peak
+    return times, results[-1], torch.cuda.max_memory_allocated(device) / GIB if device.type == "cuda" else None
 
 
 def _step(policy, batch, advantages) -> torch.Tensor:

@@ -29,16 +29,20 @@ from . import _C
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
-def _as_int32(value, name: str) -> int:
-    """An int from a Python, numpy or tensor integer; bools and floats are rejected, not truncated.
-    No length or offset can pass int32, and the C++ core cannot even receive one past int64, so
-    such a value is named here."""
+def _as_int(value, name: str) -> int:
+    """An int from a Python, numpy or tensor integer; bools and floats are rejected, not truncated."""
     if isinstance(value, bool):
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
     try:
-        result = operator.index(value)
+        return operator.index(value)
     except TypeError:
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}") from None
+
+
+def _as_int32(value, name: str) -> int:
+    """_as_int for a length or offset: none can pass int32, and the C++ core cannot even receive
+    one past int64, so such a value is named here."""
+    result = _as_int(value, name)
     if not _INT32_MIN <= result <= _INT32_MAX:
         raise ValueError(f"{name}: must fit in int32 (token counts and offsets are int32), got {result}")
     return result
@@ -81,14 +85,9 @@ def _offsets_tensor(value, name: str) -> torch.Tensor:
 
 
 def _as_segment_index(value, name: str) -> int:
-    """An int for a parent index; bools and floats are rejected, not truncated. The C++ core
-    checks the range (it receives int64, so a value past it is named here)."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    try:
-        result = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}") from None
+    """_as_int for a parent index. The C++ core checks the range (it receives int64, so a value
+    past it is named here)."""
+    result = _as_int(value, name)
     if not -(2**63) <= result < 2**63:
         raise ValueError(f"{name}: must be -1 (a root) or the index of an earlier segment, got {result}")
     return result

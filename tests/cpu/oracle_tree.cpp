@@ -57,14 +57,4 @@ std::vector<CopiedSequence> path_sequences(const TreeSpec& tree) {
   return sequences;
 }
 
-ForwardResult tree_paths_forward(const TreeSpec& tree, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
-                                 double scale) {
-  return sequences_forward(path_sequences(tree), q, k, v, scale);
-}
-
-Gradients tree_paths_backward(const TreeSpec& tree, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
-                              const DenseTensor& dout, double scale) {
-  return sequences_backward(path_sequences(tree), q, k, v, dout, scale);
-}
-
 }  // namespace dualkv_test::oracle

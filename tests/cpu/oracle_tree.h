@@ -25,12 +25,8 @@ Gradients tree_mask_backward(const TreeSpec& tree, const DenseTensor& q, const D
 
 // The root-to-leaf paths as copied sequences: packed rows along the path, the rows of segments an
 // earlier path already scored before scored_from (they are a prefix: an earlier path holding a
-// segment holds all its ancestors).
+// segment holds all its ancestors). Run them with sequences_forward / sequences_backward
+// (oracle_ncopy.h).
 std::vector<CopiedSequence> path_sequences(const TreeSpec& tree);
-
-ForwardResult tree_paths_forward(const TreeSpec& tree, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
-                                 double scale);
-Gradients tree_paths_backward(const TreeSpec& tree, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
-                              const DenseTensor& dout, double scale);
 
 }  // namespace dualkv_test::oracle

@@ -220,16 +220,6 @@ void check_tree(const TreeSpec& tree, int key_block, int query_block) {
   expect_key_tiles_in_units_heaviest_first(layout, runs, key_tiles, query_block);
 }
 
-dualkv_test::TreeShape shape_of(int max_depth, int max_children, int roots, int max_length, bool depth_first) {
-  dualkv_test::TreeShape shape;
-  shape.max_depth = max_depth;
-  shape.max_children = max_children;
-  shape.roots = roots;
-  shape.max_length = max_length;
-  shape.depth_first = depth_first;
-  return shape;
-}
-
 TEST(BackwardPlan, TilesFollowTheMaskOnFixedBatches) {
   const std::vector<BatchSpec> batches = {
       {{1, {1}}},
@@ -247,7 +237,7 @@ TEST(BackwardPlan, TilesFollowTheMaskOnRandomTrees) {
   std::mt19937_64 rng(20261202);
   for (int trial = 0; trial < 24; ++trial) {
     const dualkv_test::TreeShape shape =
-        shape_of(1 + trial % 16, 1 + trial % 3, 1 + trial % 3, trial % 5 == 0 ? 1 : 150, trial % 2 == 0);
+        dualkv_test::TreeShape{1 + trial % 16, 1 + trial % 3, 1 + trial % 3, trial % 5 == 0 ? 1 : 150, 0.2, trial % 2 == 0};
     const TreeSpec tree = dualkv_test::random_tree(shape, rng);
     check_tree(tree, 32, 16);
     check_tree(tree, 128, 64);
@@ -270,8 +260,7 @@ TEST(BackwardPlan, TilesFollowTheMaskWhereASegmentWithChildrenSharesItsRun) {
 TEST(BackwardPlan, RunTableHoldsEachWalkOnce) {
   std::mt19937_64 rng(20261203);
   for (const bool depth_first : {true, false}) {
-    dualkv_test::TreeShape shape = shape_of(16, 3, 40, 3, depth_first);
-    shape.max_segments = 3000;
+    dualkv_test::TreeShape shape{16, 3, 40, 3, 0.2, depth_first, 3000};
     const TreeSpec tree = dualkv_test::random_tree(shape, rng);
     ASSERT_GT(tree.lengths.size(), 1000u);
     const Layout layout = layout_of(tree);
@@ -448,9 +437,7 @@ TEST(BackwardPlan, TwoLevelLayoutsPlanTheWorkTheyPlannedBeforeTrees) {
 // segments many levels deep, which no rollout has.
 TEST(BackwardPlan, WorkspaceAndPlansStayWithinHalfTheTensors) {
   std::mt19937_64 rng(20261204);
-  dualkv_test::TreeShape deep = shape_of(16, 2, 4, 64, true);
-  deep.single_token = 0.0;
-  deep.max_segments = 400;
+  dualkv_test::TreeShape deep{16, 2, 4, 64, 0.0, true, 400};
   TreeSpec deep_tree = dualkv_test::random_tree(deep, rng);
   for (int64_t& length : deep_tree.lengths) length += 15;
   const std::vector<Layout> layouts = {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu/attention_problem.h"
+#include "cpu/error_budget.h"
 #include "cpu/oracle_tree.h"
 #include "cpu/test_support.h"
 #include "cpu/tree_spec.h"
@@ -23,13 +24,7 @@ namespace {
 using dualkv::Accumulation;
 using dualkv::DType;
 
-// The error budget of attention_grid_test.cpp (see there), with the longest path as the longest
-// sum of visible keys.
-constexpr double kStorageRoundings = 1.0;
-constexpr double kBackwardStorageRoundings = 8.0;
-constexpr double kAccumulationRoundingsPerSqrtTerm = 4.0;
-constexpr double kLseRoundings = 2.0;
-
+// The error budget of error_budget.h, the longest path being the longest sum of visible keys.
 int64_t longest_path(const TreeSpec& tree) {
   std::vector<int64_t> path_end(tree.lengths.size());
   int64_t longest = 0;
@@ -42,14 +37,7 @@ int64_t longest_path(const TreeSpec& tree) {
 }
 
 double accumulation_error(const ProblemShape& shape, Accumulation accumulation) {
-  const int64_t terms = std::max(longest_path(shape.tree), shape.head_dim);
-  return kAccumulationRoundingsPerSqrtTerm * accumulation_epsilon(accumulation) * std::sqrt(static_cast<double>(terms));
-}
-
-double max_abs(const DenseTensor& tensor) {
-  double largest = 0.0;
-  for (double value : tensor.values) largest = std::max(largest, std::abs(value));
-  return largest;
+  return dualkv_test::accumulation_error(std::max(longest_path(shape.tree), shape.head_dim), accumulation);
 }
 
 struct TreeCase {
@@ -61,30 +49,17 @@ struct TreeCase {
 
 void PrintTo(const TreeCase& tree_case, std::ostream* os) { *os << tree_case.name; }
 
-TreeShape tree_shape(int max_depth, int max_children, int roots, int max_length, double single_token, bool depth_first,
-                     int max_segments = 30) {
-  TreeShape shape;
-  shape.max_depth = max_depth;
-  shape.max_children = max_children;
-  shape.roots = roots;
-  shape.max_length = max_length;
-  shape.single_token = single_token;
-  shape.depth_first = depth_first;
-  shape.max_segments = max_segments;
-  return shape;
-}
-
 std::vector<TreeCase> tree_cases() {
   const std::vector<std::pair<std::string, TreeShape>> shapes = {
-      {"Depth1_SeveralRoots", tree_shape(1, 0, 5, 70, 0.2, true)},
-      {"Depth2_Ragged", tree_shape(2, 5, 2, 40, 0.3, true)},
-      {"Depth4_DepthFirst", tree_shape(4, 3, 2, 30, 0.2, true)},
-      {"Depth4_OtherOrder", tree_shape(4, 3, 2, 30, 0.2, false)},
-      {"Depth8_OtherOrder", tree_shape(8, 2, 3, 20, 0.3, false)},
-      {"Depth16_DepthFirst", tree_shape(16, 2, 1, 12, 0.4, true, 40)},
-      {"Depth16_OtherOrder", tree_shape(16, 2, 2, 12, 0.4, false, 40)},
-      {"SingleTokenSegments", tree_shape(10, 3, 2, 1, 1.0, true, 60)},
-      {"AroundBlockEdges", tree_shape(3, 2, 1, 140, 0.1, true, 8)},
+      {"Depth1_SeveralRoots", TreeShape{1, 0, 5, 70, 0.2, true, 30}},
+      {"Depth2_Ragged", TreeShape{2, 5, 2, 40, 0.3, true, 30}},
+      {"Depth4_DepthFirst", TreeShape{4, 3, 2, 30, 0.2, true, 30}},
+      {"Depth4_OtherOrder", TreeShape{4, 3, 2, 30, 0.2, false, 30}},
+      {"Depth8_OtherOrder", TreeShape{8, 2, 3, 20, 0.3, false, 30}},
+      {"Depth16_DepthFirst", TreeShape{16, 2, 1, 12, 0.4, true, 40}},
+      {"Depth16_OtherOrder", TreeShape{16, 2, 2, 12, 0.4, false, 40}},
+      {"SingleTokenSegments", TreeShape{10, 3, 2, 1, 1.0, true, 60}},
+      {"AroundBlockEdges", TreeShape{3, 2, 1, 140, 0.1, true, 8}},
   };
   const std::vector<std::pair<DType, Accumulation>> precisions = {
       {DType::kFloat32, Accumulation::kFloat32},
@@ -141,7 +116,7 @@ TEST_P(TreeAttention, ForwardMatchesBothOracles) {
   const oracle::ForwardResult dense = oracle::tree_mask_forward(shape_.tree, q_, k_, v_, scale);
   EXPECT_TRUE(all_close(out, dense.out, out_tolerance)) << "O vs dense-mask oracle";
   EXPECT_TRUE(all_close(lse, dense.lse, lse_tolerance)) << "LSE vs dense-mask oracle";
-  const oracle::ForwardResult paths = oracle::tree_paths_forward(shape_.tree, q_, k_, v_, scale);
+  const oracle::ForwardResult paths = oracle::sequences_forward(oracle::path_sequences(shape_.tree), q_, k_, v_, scale);
   EXPECT_TRUE(all_close(out, paths.out, out_tolerance)) << "O vs paths run alone";
   EXPECT_TRUE(all_close(lse, paths.lse, lse_tolerance)) << "LSE vs paths run alone";
 }
@@ -162,7 +137,8 @@ TEST_P(TreeAttention, BackwardMatchesBothOracles) {
   EXPECT_TRUE(all_close(dq, dense.dq, tolerance)) << "dQ vs dense-mask oracle";
   EXPECT_TRUE(all_close(dk, dense.dk, tolerance)) << "dK vs dense-mask oracle";
   EXPECT_TRUE(all_close(dv, dense.dv, tolerance)) << "dV vs dense-mask oracle";
-  const oracle::Gradients paths = oracle::tree_paths_backward(shape_.tree, q_, k_, v_, dout, scale);
+  const oracle::Gradients paths =
+      oracle::sequences_backward(oracle::path_sequences(shape_.tree), q_, k_, v_, dout, scale);
   EXPECT_TRUE(all_close(dq, paths.dq, tolerance)) << "dQ vs paths run alone";
   EXPECT_TRUE(all_close(dk, paths.dk, tolerance)) << "dK vs paths run alone (shared segments: sum over paths)";
   EXPECT_TRUE(all_close(dv, paths.dv, tolerance)) << "dV vs paths run alone (shared segments: sum over paths)";

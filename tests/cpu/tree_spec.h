@@ -32,12 +32,12 @@ TreeSpec tree_of(const BatchSpec& batch);
 struct TreeShape {
   int max_depth = 4;          // segments on the longest root-to-leaf path
   int max_children = 3;       // per segment
-  int max_segments = 40;      // no more children once this many segments exist (but the chain
-                              // that reaches max_depth)
   int roots = 1;              // trees in the forest
   int max_length = 40;        // tokens per segment, drawn from [1, max_length]
   double single_token = 0.2;  // probability that a segment has exactly one token
   bool depth_first = true;    // packed order depth-first (every subtree contiguous), else random
+  int max_segments = 40;      // no more children once this many segments exist (but the chain
+                              // that reaches max_depth)
 };
 
 // A random forest: each segment below max_depth gets 0..max_children children while there are

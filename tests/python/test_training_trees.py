@@ -8,11 +8,11 @@ import copy
 import pytest
 import torch
 from distributed_support import run_ranks
-from training_support import LEARNING_RATE, assert_same_update, models, reference_update
+from training_support import LEARNING_RATE, assert_same_update, check_fsdp_updates, models, reference_update
 from trees_support import trajectory_groups
 
 import dualkv
-from dualkv.training import PackedPolicy, Parallelism, UpdateConfig, init_parallelism, policy_update, shard_policy
+from dualkv.training import PackedPolicy, Parallelism, UpdateConfig, policy_update
 
 # The first task's tree exceeds it; the other two fit.
 MAX_TOKENS = 30
@@ -61,20 +61,7 @@ def test_single_process_update_on_trajectories_equals_whole_batch_update():
 
 
 def _fsdp_body(rank, world):
-    for sp in (1, 2):
-        lm, ref_lm = models()
-        groups, cfg = trajectory_groups(1), config()
-        loss, norm, expected = _expected(lm, ref_lm, groups, cfg)
-        before = {n: p.detach().clone() for n, p in lm.named_parameters()}
-        parallel = init_parallelism(sp, "cpu")
-        policy = shard_policy(PackedPolicy(lm), parallel, param_dtype=None)
-        reference = shard_policy(PackedPolicy(ref_lm), parallel, param_dtype=None, activation_checkpointing=False)
-        optimizer = torch.optim.AdamW(policy.parameters(), lr=LEARNING_RATE)
-        metrics = policy_update(policy, optimizer, groups, cfg, parallel, reference=reference)
-        what = f"rank {rank}, dp={world // sp}, sp={sp}"
-        _check_metrics(metrics, loss, norm, what)
-        after = {n.removeprefix("lm."): p.full_tensor() for n, p in policy.named_parameters()}
-        assert_same_update(before, after, expected, what)
+    check_fsdp_updates(rank, world, trajectory_groups(1), config(), _expected, _check_metrics)
 
 
 def test_fsdp2_update_on_trajectories_on_two_ranks_equals_whole_batch_update(tmp_path):

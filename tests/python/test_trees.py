@@ -3,16 +3,15 @@ from the definition, and pack_trajectories on a tiny Qwen3 against every traject
 (log-probs within 1e-5, the GRPO loss and every parameter's gradient within 1e-4 relative; fp32).
 """
 
-import random
 
 import pytest
 import torch
-from models_support import model_pair
+from models_support import grpo_loss, model_pair
 from trees_support import agentic_trajectories, flat
 
 import dualkv
 import dualkv.transformers  # noqa: F401  (registers attn_implementation="dualkv")
-from dualkv import Turn, losses
+from dualkv import Turn
 
 # Segments in packed order: a root with a branch of two leaves and a leaf of its own, packed
 # depth-first, then a second tree.
@@ -202,22 +201,7 @@ def _per_trajectory_logprobs(model, trajectories):
     return out
 
 
-def _grpo_loss(logprobs, batch, seed):
-    gen = torch.Generator().manual_seed(seed)
-    rewards = torch.rand(batch.num_responses, generator=gen)
-    noise = torch.randn(logprobs.shape, generator=gen)
-    advantages = losses.group_advantages(rewards, batch.response_group)
-    return losses.policy_loss(
-        logprobs,
-        logprobs.detach() + 0.1 * noise,
-        advantages,
-        batch.response_mask,
-        clip_low=0.2,
-        clip_high=0.28,
-        aggregation="seq-mean-token-mean",
-        ref_logprobs=logprobs.detach() - 0.05 * noise.abs(),
-        kl_coef=0.04,
-    )
+
 
 
 @pytest.mark.parametrize("aggregation_seed", [3, 4])
@@ -228,14 +212,14 @@ def test_tiny_qwen3_on_packed_trajectories_equals_each_trajectory_alone(aggregat
     assert batch.num_tokens < sum(len(flat(t)[0]) for t in trajectories)
 
     reference_logprobs = _per_trajectory_logprobs(reference_model, trajectories)
-    reference_loss = _grpo_loss(reference_logprobs, batch, seed=aggregation_seed)
+    reference_loss = grpo_loss(reference_logprobs, batch, seed=aggregation_seed)
     reference_loss.backward()
 
     logits = packed_model(
         input_ids=batch.input_ids, position_ids=batch.position_ids, dualkv_layout=batch.layout, use_cache=False
     ).logits
     logprobs = dualkv.response_logprobs(logits, batch)
-    loss = _grpo_loss(logprobs, batch, seed=aggregation_seed)
+    loss = grpo_loss(logprobs, batch, seed=aggregation_seed)
     loss.backward()
 
     torch.testing.assert_close(logprobs, reference_logprobs, rtol=0, atol=1e-5)
