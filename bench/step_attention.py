@@ -150,9 +150,8 @@ def _flex_packed(q, k, v, layout, scale):
     if layout not in _flex_masks:
         _flex_masks[layout] = build_flex_block_mask(layout.to(q.device))
     heads_major = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # (1, heads, T, d) views
-    out = _compiled_flex_attention(
-        *heads_major, block_mask=_flex_masks[layout], scale=scale, enable_gqa=True, kernel_options=_flex_kernel_options
-    )
+    backend = {} if _flex_kernel_options is None else {"kernel_options": _flex_kernel_options}
+    out = _compiled_flex_attention(*heads_major, block_mask=_flex_masks[layout], scale=scale, enable_gqa=True, **backend)
     return out.squeeze(0).transpose(0, 1)
 
 

@@ -236,8 +236,8 @@ TEST(BackwardPlan, TilesFollowTheMaskOnFixedBatches) {
 TEST(BackwardPlan, TilesFollowTheMaskOnRandomTrees) {
   std::mt19937_64 rng(20261202);
   for (int trial = 0; trial < 24; ++trial) {
-    const dualkv_test::TreeShape shape =
-        dualkv_test::TreeShape{1 + trial % 16, 1 + trial % 3, 1 + trial % 3, trial % 5 == 0 ? 1 : 150, 0.2, trial % 2 == 0};
+    const dualkv_test::TreeShape shape = dualkv_test::TreeShape{
+        1 + trial % 16, 1 + trial % 3, 1 + trial % 3, trial % 5 == 0 ? 1 : 150, 0.2, trial % 2 == 0};
     const TreeSpec tree = dualkv_test::random_tree(shape, rng);
     check_tree(tree, 32, 16);
     check_tree(tree, 128, 64);
