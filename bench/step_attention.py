@@ -3,13 +3,14 @@ same `dualkv_layout` keyword PackedPolicy passes to every layer, so the methods 
 the log-prob code and the loss and differ only in attention and in the stream they run on:
 
   flash_ncopy  the N-copy stream, one [prompt; response] row per response back to back without
-               padding (a layout whose every group has one response), through PyTorch's
-               FlashAttention varlen kernel (torch.nn.attention.varlen.varlen_attn, causal per
-               row, grouped-query attention native): how veRL runs padding-free batches.
+               padding (a layout whose every group has one response, or a forest of roots: every
+               trajectory of a tree workload alone), through PyTorch's FlashAttention varlen
+               kernel (torch.nn.attention.varlen.varlen_attn, causal per row, grouped-query
+               attention native): how veRL runs padding-free batches.
   flex_packed  the packed stream with FlexAttention (torch.compile(flex_attention), enable_gqa)
-               and a block mask built from the layout's visibility rule; compiled for the stream
-               length it runs, or for a symbolic length (set_flex_shapes). Its default (Triton)
-               backend.
+               and a block mask built from the layout's visibility rule (a tree's too); compiled
+               for the stream length it runs, or for a symbolic length (set_flex_shapes). Its
+               default (Triton) backend.
   flex_fa4     the same through FlexAttention's FlashAttention-4 backend
                (kernel_options={"BACKEND": "FLASH"}: torch 2.11 with the flash-attn-4 wheels).
 
@@ -61,14 +62,24 @@ def set_flex_shapes(shapes: str) -> None:
     _compiled_flex_attention = None
 
 
+def _ncopy_rows(layout: dualkv.Layout) -> torch.Tensor | None:
+    """The rows of an N-copy stream: every group's one [prompt; response] row, or every root of a
+    forest of roots; None for any other layout."""
+    if layout.depth == 1:
+        return layout.cu_seqlens
+    if layout.is_two_level and all(len(r) == 1 for r in layout.response_lengths):
+        return layout.cu_seqlens[layout.cu_groups.long()]  # each row starts at its prompt
+    return None
+
+
 def flash_ncopy_attention(
     module, query, key, value, attention_mask, scaling=None, dropout=0.0, dualkv_layout=None, **kwargs
 ):
     layout = _global_layout(dualkv_layout)
-    if layout is None or any(len(r) != 1 for r in layout.response_lengths):
+    if layout is None or _ncopy_rows(layout) is None:
         raise ValueError(
             "dualkv_layout: the flash_ncopy method needs the N-copy layout (one response per group, each group "
-            "one [prompt; response] row), or a SequenceParallelLayout of it"
+            "one [prompt; response] row, or a forest of roots), or a SequenceParallelLayout of it"
         )
     return _attend_stream(_varlen_ncopy, query, key, value, dualkv_layout, scaling)
 
@@ -114,7 +125,7 @@ def _varlen_ncopy(q, k, v, layout, scale):
     from torch.nn.attention.varlen import varlen_attn
 
     if layout not in _flash_rows:
-        starts = layout.cu_seqlens[layout.cu_groups.long()]  # each row starts at its prompt
+        starts = _ncopy_rows(layout)
         _flash_rows[layout] = (starts.to(q.device, torch.int32), int(starts.diff().max()))
     rows, longest = _flash_rows[layout]
     return varlen_attn(

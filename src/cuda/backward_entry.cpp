@@ -170,10 +170,12 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   k.dq_accum_scale = blocks.portable == nullptr ? p.softmax_scale : 1.f;
   k.cu_seqlens = plan.cu_seqlens;
   k.num_segments = static_cast<int>(layout.num_segments());
-  k.cu_groups = plan.cu_groups;
-  k.num_groups = static_cast<int>(layout.num_groups());
+  k.cu_runs = plan.cu_runs;
+  k.num_runs = static_cast<int>(plan.num_runs);
+  k.runs = plan.runs;
   k.key_tiles = plan.key_tiles;
   k.query_tiles = plan.query_tiles;
+  k.query_key_ranges = plan.query_key_ranges;
   k.num_key_tiles = static_cast<int>(plan.num_key_tiles);
   k.num_query_tiles = static_cast<int>(plan.num_query_tiles);
   k.tokens = layout.total_tokens();

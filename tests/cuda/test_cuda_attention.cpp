@@ -17,9 +17,29 @@ namespace {
 using dualkv::DType;
 using dualkv::KernelFamily;
 
+// A chain 16 segments deep with a leaf beside every level but the last, packed depth-first.
+TreeSpec deep_chain() {
+  TreeSpec tree;
+  const int64_t lengths[] = {1, 17, 63, 65, 127, 129, 2, 300};
+  int64_t previous = -1;
+  for (int level = 0; level < 16; ++level) {
+    const auto node = static_cast<int64_t>(tree.parents.size());
+    tree.parents.push_back(previous);
+    tree.lengths.push_back(lengths[level % 8]);
+    if (level < 15) {
+      tree.parents.push_back(node);
+      tree.lengths.push_back(lengths[(level + 3) % 8]);
+    }
+    previous = node;
+  }
+  return tree;
+}
+
 // P and R of 1, 17, 127, 129 and 1023; ragged responses; several groups with different P and N;
 // GQA ratios 1, 3, 4 and 8 (3 leaves rows of a packed Hopper tile unused); contiguous and
-// strided placements.
+// strided placements. Tree layouts: a multi-turn rollout branching after its second turn, a leaf
+// that shares its query run with a sibling that has children, a chain 16 deep, a tree packed in an
+// order that is not depth-first, and several lone roots.
 std::vector<AttentionCase> shape_cases() {
   return {
       {"P1_R1_gqa1", {{1, {1}}}, 2, 2, Placement::kContiguous},
@@ -34,6 +54,26 @@ std::vector<AttentionCase> shape_cases() {
        8,
        2,
        Placement::kFusedAndHeadMajor},
+      {"tree_multiturn_gqa4_strided",
+       {},
+       8,
+       2,
+       Placement::kFusedAndHeadMajor,
+       {{-1, 0, 1, 2, 3, 4, 3, 6}, {129, 17, 65, 127, 1, 130, 64, 3}}},
+      {"tree_leaf_then_branch_gqa3",
+       {},
+       6,
+       2,
+       Placement::kContiguous,
+       {{-1, 0, 0, 2, 2, -1, 5, 6, 5}, {70, 30, 50, 1, 90, 3, 1, 64, 65}}},
+      {"tree_depth16_gqa8", {}, 8, 1, Placement::kContiguous, deep_chain()},
+      {"tree_other_order_gqa1_strided",
+       {},
+       4,
+       4,
+       Placement::kFusedAndHeadMajor,
+       {{-1, -1, 0, 1, 2, 0, 3, 2}, {33, 129, 1, 17, 64, 127, 5, 200}}},
+      {"trees_lone_roots_gqa4", {}, 4, 1, Placement::kContiguous, {{-1, -1, -1}, {1, 129, 300}}},
   };
 }
 
@@ -206,6 +246,23 @@ TEST(CudaSanitizer, BackwardHopperLongWalk) {
 
 TEST(CudaSanitizer, BackwardHopperLongWalkHeadDim64) {
   check_backward(long_walk_case(), DType::kBFloat16, 64, {KernelFamily::kHopper, 0}, InputPattern::kNanInOddSegments);
+}
+
+// A small tree: a root, a branch with two leaves, a leaf of the root.
+AttentionCase tree_sanitizer_case() {
+  return {"tiny_tree", {}, 4, 2, Placement::kContiguous, {{-1, 0, 1, 1, 0}, {17, 5, 9, 1, 3}}};
+}
+
+TEST(CudaSanitizer, TreeForward) {
+  check_forward(tree_sanitizer_case(), DType::kFloat16, 64, {KernelFamily::kPortable, 0});
+  check_forward(tree_sanitizer_case(), DType::kBFloat16, 128, {KernelFamily::kHopper, 0},
+                InputPattern::kNanInOddSegments);
+}
+
+TEST(CudaSanitizer, TreeBackward) {
+  check_backward(tree_sanitizer_case(), DType::kBFloat16, 128, {KernelFamily::kPortable, 0});
+  check_backward(tree_sanitizer_case(), DType::kFloat16, 128, {KernelFamily::kHopper, 0},
+                 InputPattern::kNanInOddSegments);
 }
 
 TEST(CudaSanitizer, BackwardSm86Tiles) {

@@ -2,10 +2,11 @@
 // that tile's contribution to dQ.
 //
 // Work item: blockIdx.x = key tile * Hk + kv head, key tiles heaviest first (host plan). The CTA
-// walks every (query tile, query head) pair that sees the key tile -- prompt key tile: the
-// prompt's query tiles from the key tile on, then every response's query tiles; response key
-// tile: its own response's query tiles from the key tile on -- so dK and dV live in fp32
-// registers for the whole walk: no expanded GQA buffers and no dK/dV atomics.
+// walks every (query tile, query head) pair that sees the key tile (QueryWalk: its segment's query
+// tiles from the key tile on, then every query tile of its descendants; two-level layouts: a
+// prompt key tile's walk goes on over every response, a response key tile's stays in its
+// response) -- so dK and dV live in fp32 registers for the whole walk: no expanded GQA buffers and
+// no dK/dV atomics.
 //
 // Warp roles: kKvWarps warps (the shape's kv_warps) in one (kKvWarps / 2 x 2) grid for
 // S^T = K Q^T and dP^T = V dO^T (key x query), then dV += P^T dO and dK += dS^T Q (key x d);
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
   const TileWork tile = p.key_tiles[blockIdx.x / p.kv_heads];
   const int key_begin = tile.begin;
   const int key_rows = min(kN, p.cu_seqlens[tile.segment + 1] - key_begin);
-  const QueryWalk walk = QueryWalk::of_key_tile(p.cu_seqlens, tile, kv_head, p.heads / p.kv_heads, kM);
+  const QueryWalk walk = QueryWalk::of_key_tile(p.cu_seqlens, p.runs, tile, kv_head, p.heads / p.kv_heads, kM);
   QueryStep step = walk.first;
 
   // ---- loads ----

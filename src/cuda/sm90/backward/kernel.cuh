@@ -38,8 +38,8 @@
 // full (the block is stored and fenced for the async proxy) and empty (the bulk reduction that
 // read it has finished reading).
 //
-// Query tiles lie on runs (QueryWalk: a group's prompt, or all its responses together), so a
-// prompt key tile's steps over the responses are full tiles across response boundaries.
+// Query tiles lie on runs (QueryWalk; two-level layouts: a group's prompt, or all its responses
+// together), so a key tile's steps over its descendants are full tiles across segment boundaries.
 // Rows outside the walk's queries: TMA loads whole boxes, so a boundary tile holds rows of the next
 // segment (possibly NaN), and a response key tile's first step may hold rows of the previous
 // response. Their probabilities and score gradients are set (not multiplied) to 0, and rows that a
@@ -120,11 +120,11 @@ __device__ void reduce_staged_dq(const BackwardTmaParams& params, typename Confi
     cutlass::arch::NamedBarrier::arrive(kDqHandoffThreads, kDqEmptyBarrier + warpgroup);
   }
   const QueryWalk walk =
-      QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, Config::kBlockM);
+      QueryWalk::of_key_tile(p.cu_seqlens, p.runs, work.tile, work.kv_head, p.heads / p.kv_heads, Config::kBlockM);
   SegmentCursor tile_segments{p.cu_seqlens};
   const int64_t tail_slots_begin = dq_tail_slots_begin(p.tokens, p.num_segments, Config::kBlockM);
   for (QueryStep step = walk.first; !walk.done(step);) {
-    const int64_t slot = dq_step_slot(step, work.tile, tile_segments, tail_slots_begin, Config::kBlockM);
+    const int64_t slot = dq_step_slot(step, work.tile, p.runs, tile_segments, tail_slots_begin, Config::kBlockM);
     CUTE_UNROLL
     for (int warpgroup = 0; warpgroup < Config::kConsumerWarpgroups; ++warpgroup) {
       cutlass::arch::NamedBarrier::sync(kDqHandoffThreads, kDqFullBarrier + warpgroup);
@@ -212,7 +212,8 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
 
   typename Config::Pipeline::PipelineState q_state, do_state;
   const float scale_log2 = p.softmax_scale * kLog2E;
-  const QueryWalk walk = QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
+  const QueryWalk walk =
+      QueryWalk::of_key_tile(p.cu_seqlens, p.runs, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
   int ds_stage = 0;
   // Atomic mode: a step's dK GEMM still runs when the next step's S^T and dP^T are issued, so the
   // tensor pipe does not drain between steps; its Q stage goes back once S^T is seen complete.
@@ -336,7 +337,12 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   warpgroup_wait<0>();
   if (q_release_pending) q_pipeline.consumer_release(q_release_state);
 
-  store_key_gradients<Config>(mma_kv, thread, acc_dk, acc_dv, p, work);
+  // With lean index registers, from a thread index of its own: ptxas otherwise reused the masking
+  // pass's coordinates here, kept in local memory through the step loop (head_dim 64,
+  // deterministic mode).
+  int epilogue_thread = thread;
+  if constexpr (Config::kLeanIndexRegisters) hide_from_hoisting(epilogue_thread);
+  store_key_gradients<Config>(mma_kv, epilogue_thread, acc_dk, acc_dv, p, work);
 }
 
 template <typename Config, bool kAccumulateDq>

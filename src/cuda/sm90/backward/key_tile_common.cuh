@@ -79,7 +79,8 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
   // Q, dO, LSE and D rows are read by every key tile that sees them: keep them in L2.
   auto q_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
   auto do_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
-  const QueryWalk walk = QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
+  const QueryWalk walk =
+      QueryWalk::of_key_tile(p.cu_seqlens, p.runs, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
   // One stage of a per-step pipeline: a (block_m x d) tile and its row of per-query statistics.
   const auto load_stage = [&](typename Config::Pipeline& pipeline, auto& state, const CUtensorMap* map,
                               typename Config::Element* tiles, const float* stats,
@@ -96,8 +97,8 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
   }
 }
 
-// Epilogue: dK = scale * sum dS^T Q and dV = sum P^T dO of this thread's values of `mma_kv`'s
-// (block_n x d) accumulators, as column pairs, rows inside the key tile's segment.
+// Epilogue: dK = scale * sum dS^T Q and dV = sum P^T dO of consumer thread `thread`'s values of
+// `mma_kv`'s (block_n x d) accumulators, as column pairs, rows inside the key tile's segment.
 template <typename Config, typename TiledMmaKV, typename Accumulator>
 __device__ __forceinline__ void store_key_gradients(const TiledMmaKV& mma_kv, int thread, const Accumulator& acc_dk,
                                                     const Accumulator& acc_dv, const BackwardKernelParams& p,

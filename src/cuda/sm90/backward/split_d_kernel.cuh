@@ -159,7 +159,8 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
 
   typename Config::Pipeline::PipelineState q_state, do_state;
   const float scale_log2 = p.softmax_scale * kLog2E;
-  const QueryWalk walk = QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
+  const QueryWalk walk =
+      QueryWalk::of_key_tile(p.cu_seqlens, p.runs, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
   SegmentCursor tile_segments{p.cu_seqlens};
   const int64_t tail_slots_begin = dq_tail_slots_begin(p.tokens, p.num_segments, kBlockM);
   int scores_stage = 0;
@@ -222,7 +223,7 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
       warpgroup_gemm<true, -1>(mma_dq, tDqrdS(_, _, _, scores_stage), tDqrKt, acc_dq);
       warpgroup_gemm<false, -1>(mma_kv, tKVrP(_, _, _, scores_stage), tKVrdOt(_, _, _, do_stage), acc_dv);
       warpgroup_gemm<false, 2>(mma_kv, tKVrdS(_, _, _, scores_stage), tKVrQt(_, _, _, q_stage), acc_dk);
-      const int64_t slot = dq_step_slot(step, work.tile, tile_segments, tail_slots_begin, kBlockM);
+      const int64_t slot = dq_step_slot(step, work.tile, p.runs, tile_segments, tail_slots_begin, kBlockM);
       add_dq_blocks<Config>(params, step.head, slot, acc_dq, warpgroup, warpgroup_thread);
     } else {
       warpgroup_gemm<false, -1>(mma_kv, tKVrP(_, _, _, scores_stage), tKVrdOt(_, _, _, do_stage), acc_dv);
