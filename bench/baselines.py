@@ -20,7 +20,13 @@ Baselines (exact, built as a user would build them):
   flex_packed    torch.compile(flex_attention) on the packed stream (1, H, P+NR, d), enable_gqa, with
                  mask_mod (q >= k) & ((k < P) | ((q - P) // R == (k - P) // R)) via create_block_mask
                  (built before timing); on ragged responses (q >= k) & ((k < P) | (seg[q] == seg[k]))
-                 with seg the response index of every row.
+                 with seg the response index of every row. Its default (Triton) backend.
+  flex_fa4       the same through FlexAttention's FlashAttention-4 backend (kernel_options=
+                 {"BACKEND": "FLASH"}; needs flash_attn.cute, as fa4_composition). Where the default
+                 block mask is refused (its KV blocks must be a multiple of FA4's key tile, 80 keys at
+                 head_dim 256), the block sizes in FlexPackedFa4.BLOCK_SIZES are tried in turn on the
+                 agreement case; the first that runs and agrees is timed, and every refusal is printed
+                 and kept in the JSON.
   cudnn_composition  three ordinary attention calls on slices of the packed stream, no K/V copies,
                  through torch.ops.aten._scaled_dot_product_cudnn_attention(compute_log_sumexp=True)
                  and its _backward op, GQA native (K/V keep their Hk heads): A1 the prompt, causal;
@@ -57,7 +63,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-HEADS, KV_HEADS, HEAD_DIM, RESPONSE = 32, 8, 128, 2048
+HEADS, KV_HEADS, HEAD_DIM, RESPONSE = 32, 8, 128, 2048  # Qwen3-8B's attention; --heads, --kv-heads, --head-dim
 DESIGN_CONFIGS = [(4096, (RESPONSE,) * 28), (16384, (RESPONSE,) * 28), (32768, (RESPONSE,) * 16),
                   (32768, (RESPONSE,) * 28), (65536, (RESPONSE,) * 16)]
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -254,6 +260,8 @@ _compiled_block_mask = torch.compile(create_block_mask)
 
 class FlexPacked:
     name = "flex_packed"
+    kernel_options = None
+    block_size = None  # create_block_mask's default
 
     def __init__(self, problem):
         p = problem
@@ -269,7 +277,8 @@ class FlexPacked:
         if p.ragged:
             mask_mod = ragged_mask_mod
 
-        self.block_mask = _compiled_block_mask(mask_mod, None, None, p.tokens, p.tokens, device="cuda")
+        block_size = {} if self.block_size is None else {"BLOCK_SIZE": self.block_size}
+        self.block_mask = _compiled_block_mask(mask_mod, None, None, p.tokens, p.tokens, device="cuda", **block_size)
 
         def heads_first(x):
             return x.transpose(0, 1).unsqueeze(0).contiguous()
@@ -284,7 +293,7 @@ class FlexPacked:
 
     def forward(self):
         return _compiled_flex(self.q, self.k, self.v, block_mask=self.block_mask, scale=self.problem.scale,
-                              enable_gqa=True)
+                              enable_gqa=True, kernel_options=self.kernel_options)
 
     def backward(self, out):
         return torch.autograd.grad(out, (self.q, self.k, self.v), self.dout)
@@ -294,6 +303,34 @@ class FlexPacked:
             return x.squeeze(0).transpose(0, 1).float()
 
         return (packed_rows(out.detach()),) + tuple(packed_rows(g) for g in grads)
+
+
+class FlexPackedFa4(FlexPacked):
+    name = "flex_fa4"
+    kernel_options = {"BACKEND": "FLASH"}
+    # (query block, key block) of the block mask, tried in this order: the default first, then key
+    # blocks that are multiples of FA4's 80-key tile at head_dim 256 (its refusal names that tile).
+    BLOCK_SIZES = (None, (128, 160), (128, 80), (256, 160))
+    refusals = []  # (block size, error) of the sizes that did not run, for the report
+
+    @staticmethod
+    def unavailable():
+        return load_fa4()[1]
+
+    @classmethod
+    def choose_block_size(cls, run_case):
+        """Runs `run_case()` (the agreement case) with each block size until one works; keeps it.
+        Raises the last error, with every refusal listed, if none works."""
+        cls.refusals = []
+        for size in cls.BLOCK_SIZES:
+            cls.block_size = size
+            try:
+                return run_case()
+            except Exception as error:  # noqa: BLE001 - each refusal is reported; the next size is tried
+                cls.refusals.append((size, f"{type(error).__name__}: {error}"))
+                print(f"flex_fa4: block size {size or 'default'} refused: {cls.refusals[-1][1][:300]}", flush=True)
+        raise RuntimeError("every block size was refused: " +
+                           "; ".join(f"{size or 'default'}: {why[:200]}" for size, why in cls.refusals))
 
 
 class Piece(NamedTuple):
@@ -460,7 +497,8 @@ class Fa4Composition(Composition):
                                  **self.varlen[i])
 
 
-BASELINES = [Fa2NCopy, CudnnNCopy, Fa2VarlenCopiedKv, FlexPacked, CudnnComposition, Fa4Composition]
+BASELINES = [Fa2NCopy, CudnnNCopy, Fa2VarlenCopiedKv, FlexPacked, FlexPackedFa4, CudnnComposition,
+             Fa4Composition]
 
 
 def unavailable(baseline_type):
@@ -512,10 +550,14 @@ def check_agreement(dtype, baseline_types, head_dim):
         for baseline_type in baseline_types:
             if baseline_type.name in failures or unsupported(baseline_type, problem) is not None:
                 continue
-            try:
+            def run_case():
                 baseline = baseline_type(problem)
                 state = baseline.forward()
-                result = baseline.packed(state, baseline.backward(state))
+                return baseline, baseline.packed(state, baseline.backward(state))
+
+            try:
+                chooser = getattr(baseline_type, "choose_block_size", None)
+                baseline, result = chooser(run_case) if chooser and case == "equal" else run_case()
             except Exception as error:  # noqa: BLE001 - reported with its traceback; the others still run
                 traceback.print_exc()
                 failures[baseline_type.name] = f"{type(error).__name__}: {error}"
@@ -599,11 +641,14 @@ def parse_configs(text):
     return configs
 
 
-def config_name(p, lengths, head_dim):
-    """dualkv_bench's name: N28_P4096, N32_P8192_R308-2038 (ragged), _d64 at head_dim 64."""
+def config_name(p, lengths, head_dim, heads=HEADS, kv_heads=KV_HEADS):
+    """dualkv_bench's name: N28_P4096, N32_P8192_R308-2038 (ragged), _H24k4 at other heads, _d64 at
+    head_dim 64."""
     name = f"N{len(lengths)}_P{p}"
     if len(set(lengths)) > 1:
         name += f"_R{min(lengths)}-{max(lengths)}"
+    if (heads, kv_heads) != (HEADS, KV_HEADS):
+        name += f"_H{heads}k{kv_heads}"
     return name if head_dim == HEAD_DIM else f"{name}_d{head_dim}"
 
 
@@ -619,9 +664,14 @@ def main():
     parser.add_argument("--head-dim", type=int, default=HEAD_DIM,
                         help="head dimension of every configuration (names end in _d<head_dim> unless 128, "
                              "as dualkv_bench's do)")
+    parser.add_argument("--heads", type=int, default=HEADS, help="query heads (names end in _H<heads>k<kv-heads> "
+                        "unless 32 and 8)")
+    parser.add_argument("--kv-heads", type=int, default=KV_HEADS, help="key/value heads")
     args = parser.parse_args()
     if args.head_dim <= 0:
         parser.error("--head-dim must be > 0")
+    if args.heads <= 0 or args.kv_heads <= 0 or args.heads % args.kv_heads:
+        parser.error("--heads and --kv-heads must be > 0 with --heads a multiple of --kv-heads")
     try:
         configs = parse_configs(args.configs)
     except ValueError as error:
@@ -656,12 +706,12 @@ def main():
 
     for dtype_name in dtypes:
         for p, lengths in configs:
-            problem = Problem(p, lengths, HEADS, KV_HEADS, args.head_dim, DTYPES[dtype_name])
+            problem = Problem(p, lengths, args.heads, args.kv_heads, args.head_dim, DTYPES[dtype_name])
             for baseline_type in selected:
                 responses = list(lengths) if problem.ragged else lengths[0]
-                entry = {"config": config_name(p, lengths, args.head_dim), "dtype": dtype_name,
-                         "baseline": baseline_type.name, "N": len(lengths), "P": p, "R": responses, "H": HEADS,
-                         "Hk": KV_HEADS, "d": args.head_dim}
+                entry = {"config": config_name(p, lengths, args.head_dim, args.heads, args.kv_heads),
+                         "dtype": dtype_name, "baseline": baseline_type.name, "N": len(lengths), "P": p,
+                         "R": responses, "H": args.heads, "Hk": args.kv_heads, "d": args.head_dim}
                 if baseline_type.name in skipped[dtype_name]:
                     entry.update(skipped[dtype_name][baseline_type.name])
                     report["results"].append(entry)
@@ -692,6 +742,8 @@ def main():
             gc.collect()
             torch.cuda.empty_cache()
 
+    report["flex_fa4_block_size"] = FlexPackedFa4.block_size
+    report["flex_fa4_refusals"] = [{"block_size": size, "error": why} for size, why in FlexPackedFa4.refusals]
     if args.json:
         with open(args.json, "w") as out:
             json.dump(report, out, indent=1)

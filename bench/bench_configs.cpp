@@ -14,7 +14,11 @@ std::string BenchConfig::name() const {
     const auto [shortest, longest] = std::minmax_element(response_lengths.begin(), response_lengths.end());
     shape += "_R" + std::to_string(*shortest) + "-" + std::to_string(*longest);
   }
-  return head_dim == BenchConfig{}.head_dim ? shape : shape + "_d" + std::to_string(head_dim);
+  const BenchConfig design;
+  if (heads != design.heads || kv_heads != design.kv_heads) {
+    shape += "_H" + std::to_string(heads) + "k" + std::to_string(kv_heads);
+  }
+  return head_dim == design.head_dim ? shape : shape + "_d" + std::to_string(head_dim);
 }
 
 Layout BenchConfig::layout() const {

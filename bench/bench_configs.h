@@ -19,8 +19,8 @@ struct BenchConfig {
   int64_t kv_heads = 8;
   int64_t head_dim = 128;
 
-  // "N28_P4096"; ragged: "N32_P8192_R308-2038" (shortest and longest); "_d64" appended at a
-  // head_dim other than Qwen3-8B's 128.
+  // "N28_P4096"; ragged: "N32_P8192_R308-2038" (shortest and longest); "_H24k4" appended at heads
+  // other than Qwen3-8B's 32 and 8, then "_d64" at a head_dim other than its 128.
   std::string name() const;
   Layout layout() const;
 };

@@ -2,12 +2,13 @@
 //
 //   dualkv_bench [--configs all|NxP|P:R1/R2/...,...] [--dtype fp16|bf16|both] [--repeats 10] [--warmups 2]
 //                [--max-shared-memory BYTES] [--kernel-family auto|portable|hopper] [--deterministic]
-//                [--head-dim 128] [--json PATH]
+//                [--head-dim 128] [--heads 32] [--kv-heads 8] [--json PATH]
 //
 // --configs: "all" (the five benchmark shapes), or items "NxP" (N responses of R = 2048) or
 // "P:R1/R2/.../RN" (ragged responses of the given lengths, e.g. a training step's micro-batch).
-// --head-dim runs every configuration at that head dimension instead of 128 (the
-// configuration names then end in _d<head_dim>, as baselines.py's do).
+// --head-dim runs every configuration at that head dimension instead of Qwen3-8B's 128 (the
+// configuration names then end in _d<head_dim>, as baselines.py's do); --heads and --kv-heads the
+// query and KV heads instead of Qwen3-8B's 32 and 8 (names then carry _H<heads>k<kv_heads>).
 // --kernel-family forces the kernel family of both passes (ExecutionOptions::kernel_family).
 // --deterministic times the deterministic backward (BackwardParams::deterministic: no float
 // atomics, bitwise-identical reruns) instead of the default one. The header above each table and
@@ -44,7 +45,7 @@ constexpr int kMinRepeats = 10;
 const char* const kUsage =
     "usage: dualkv_bench [--configs all|NxP|P:R1/R2/...,...] [--dtype fp16|bf16|both] [--repeats N>=10] [--warmups N] "
     "[--max-shared-memory BYTES] [--kernel-family auto|portable|hopper] [--deterministic] [--head-dim D] "
-    "[--json PATH]\n";
+    "[--heads H] [--kv-heads HK] [--json PATH]\n";
 
 bool is_out_of_memory(const std::string& message) {
   return message.find("out of memory") != std::string::npos ||
@@ -66,8 +67,17 @@ int main(int argc, char** argv) {
     dualkv::tools::Flags flags(argc, argv);
     std::vector<BenchConfig> configs = parse_configs(flags.get_string("configs", "all"));
     const int64_t head_dim = flags.get_int("head-dim", BenchConfig{}.head_dim);
+    const int64_t heads = flags.get_int("heads", BenchConfig{}.heads);
+    const int64_t kv_heads = flags.get_int("kv-heads", BenchConfig{}.kv_heads);
     if (head_dim <= 0) throw std::invalid_argument("--head-dim must be > 0");
-    for (BenchConfig& config : configs) config.head_dim = head_dim;
+    if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0) {
+      throw std::invalid_argument("--heads and --kv-heads must be > 0 with --heads a multiple of --kv-heads");
+    }
+    for (BenchConfig& config : configs) {
+      config.head_dim = head_dim;
+      config.heads = heads;
+      config.kv_heads = kv_heads;
+    }
     const std::vector<dualkv::DType> dtypes = parse_dtypes(flags.get_string("dtype", "both"));
     RunOptions options;
     options.repeats = static_cast<int>(flags.get_int("repeats", kMinRepeats));

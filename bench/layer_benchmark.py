@@ -161,9 +161,14 @@ _compiled_flex_attention = None
 
 
 def build_flex_block_mask(layout: dualkv.Layout):
-    """The dualkv visibility rule as a FlexAttention block mask over the packed stream."""
+    """The dualkv visibility rule as a FlexAttention block mask over the packed stream (a tree
+    layout's through its ancestor table, bench/tree_workload.py)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
+    if not layout.is_two_level:
+        from tree_workload import flex_tree_block_mask
+
+        return flex_tree_block_mask(layout, layout.device)
     segment, group = layout.segment_ids, layout.group_ids
     prompt_segments = layout.cu_groups[:-1].to(segment.device).long()
     in_prompt = torch.isin(segment, prompt_segments)

@@ -12,9 +12,10 @@ mark, baselines.py torch's allocator). TFLOP/s count the useful FLOPs (docs/perf
 method, also for baselines that compute more (the N-copy ones): forward 4 d H pairs, backward
 2.5x, with
 pairs = P(P+1)/2 + sum over responses of (RP + R(R+1)/2) (R a list in ragged entries).
-Each dualkv line ends with its speedup over the fastest composition (cudnn_composition,
-fa4_composition) in forward / backward / forward+backward, each against the composition fastest
-at that measure: composition ms / dualkv ms, so above 1 means dualkv is faster. Files that time
+Each dualkv line ends with its speedup over the fastest exact alternative on the packed layout
+(cudnn_composition, fa4_composition, flex_fa4, flex_packed) in forward / backward /
+forward+backward, each against the alternative fastest at that measure: its ms / dualkv ms, so
+above 1 means dualkv is faster. Files that time
 the forward alone as well (forward_alone_ms: forwards back to back, not after a backward) add its
 ms and TFLOP/s columns and a fourth speedup, "fwd alone"; "-" where a file predates the field.
 """
@@ -23,7 +24,7 @@ import sys
 
 GIB = 2 ** 30
 BACKWARD_FLOP_RATIO = 2.5
-COMPOSITIONS = ("cudnn_composition", "fa4_composition")
+ALTERNATIVES = ("cudnn_composition", "fa4_composition", "flex_fa4", "flex_packed")
 DTYPE_SHORT = {"float16": "fp16", "bfloat16": "bf16"}
 MEASURES = ("forward_ms", "backward_ms", "fb_ms", "forward_alone_ms")
 
@@ -70,7 +71,7 @@ def method_line(name, entry, flops):
 
 
 def speedups(entry, timed, best):
-    """'a / b / c / d' over the fastest composition per measure; '-' where either side lacks it."""
+    """'a / b / c / d' over the fastest alternative per measure; '-' where either side lacks it."""
     def ratio(measure):
         if measure not in best or measure not in entry:
             return "    -"
@@ -92,17 +93,17 @@ def main():
         print(f"{run_label(report)}: {path} on {report['device']}")
     print(f"baselines: {sys.argv[-1]} on {baselines_report['device']} (torch {baselines_report['torch']})")
     print(f"  {'method':<24} {'fwd ms':>9} {'fwd TF/s':>8} {'bwd ms':>9} {'bwd TF/s':>8} {'f+b ms':>9} "
-          f"{'peak GiB':>8} {'fwd1 ms':>9} {'fwd1 TF/s':>8}  speedup over the fastest composition: "
+          f"{'peak GiB':>8} {'fwd1 ms':>9} {'fwd1 TF/s':>8}  speedup over the fastest alternative: "
           "fwd / bwd / f+b / fwd alone (fwd1: forwards back to back)")
     for (config, dtype), group in collect(dualkv_reports, baselines_report).items():
         flops = forward_flops(next(iter(group.values())))
-        timed = {name: group[name] for name in COMPOSITIONS if group.get(name, {}).get("status") == "ok"}
+        timed = {name: group[name] for name in ALTERNATIVES if group.get(name, {}).get("status") == "ok"}
         best = {}
         for measure in MEASURES:
             having = [name for name in timed if measure in timed[name]]
             if having:
                 best[measure] = min(having, key=lambda name: timed[name][measure])
-        print(f"{config} {dtype}: fastest composition fwd {best.get('forward_ms', '-')}, "
+        print(f"{config} {dtype}: fastest alternative fwd {best.get('forward_ms', '-')}, "
               f"bwd {best.get('backward_ms', '-')}, f+b {best.get('fb_ms', '-')}, "
               f"fwd alone {best.get('forward_alone_ms', '-')}")
         for name, entry in group.items():

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Step benchmark: the compute of a GRPO/DAPO policy-update step on packed
-batches (dualkv) against the same step on the N-copy batch with PyTorch's FlashAttention varlen
-(flash_ncopy, padding-free as veRL runs it) and on the packed batch with FlexAttention
-(flex_packed). Random weights; ragged responses.
+"""Step benchmark: the compute of a GRPO/DAPO policy-update step on packed batches (dualkv) against
+the same step on the N-copy batch with PyTorch's FlashAttention varlen (flash_ncopy, padding-free as
+veRL runs it) and on the packed batch with FlexAttention, its Triton backend (flex_packed) and its
+FlashAttention-4 backend (flex_fa4, where flash_attn.cute is installed: bench/install_fa4_wheels.sh).
+Random weights; ragged responses.
 
     python3 bench/run_step_bench.py                                     # 1 GPU, the issue's grid
     torchrun --nproc-per-node 2 bench/run_step_bench.py                 # 2 GPUs, FSDP2
@@ -73,7 +74,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import step_report  # noqa: E402
 import step_workload as work  # noqa: E402
 
-METHODS = ("dualkv", "flash_ncopy", "flex_packed")
+METHODS = ("dualkv", "flash_ncopy", "flex_packed", "flex_fa4")
 GIB = 2**30
 
 
@@ -135,10 +136,23 @@ def _usable_methods(requested: list[str], device: torch.device) -> list[str]:
 
 def _skipped(requested: list[str], device: torch.device) -> dict:
     if device.type == "cuda":
-        return {}
+        reasons = {}
+        if "flex_fa4" in requested and (missing := _fa4_missing()) is not None:
+            reasons["flex_fa4"] = missing
+        return reasons
     reasons = {"flash_ncopy": "PyTorch's FlashAttention varlen kernel runs on CUDA only",
-               "flex_packed": "FlexAttention's compiled kernels are benchmarked on CUDA only"}
+               "flex_packed": "FlexAttention's compiled kernels are benchmarked on CUDA only",
+               "flex_fa4": "FlexAttention's FlashAttention-4 backend runs on CUDA only"}
     return {m: reasons[m] for m in requested if m in reasons}
+
+
+def _fa4_missing() -> str | None:
+    """Why FlexAttention's FA4 backend cannot run here (flash_attn.cute not importable), or None."""
+    try:
+        import flash_attn.cute  # noqa: F401
+    except Exception as error:  # noqa: BLE001 - ImportError, or the CuTe DSL failing to load
+        return f"FlexAttention's FA4 backend needs flash_attn.cute (flash-attn-4): {type(error).__name__}: {error}"
+    return None
 
 
 def _build_policy(args, device, parallel):
@@ -161,8 +175,9 @@ def _run_method(method, policy, groups, micro_batch, args, device, world, sequen
     if attention is None:
         import step_attention  # registers the baselines; needs a GPU to run
 
-        attention = {"flash_ncopy": step_attention.FLASH_NCOPY, "flex_packed": step_attention.FLEX_PACKED}[method]
-        if method == "flex_packed":
+        attention = {"flash_ncopy": step_attention.FLASH_NCOPY, "flex_packed": step_attention.FLEX_PACKED,
+                     "flex_fa4": step_attention.FLEX_FA4}[method]
+        if method in ("flex_packed", "flex_fa4"):
             step_attention.set_flex_shapes(args.flex_shapes)
     policy.lm.set_attn_implementation(attention)
     split = work.ncopy_micro_batches if method == "flash_ncopy" else work.packed_micro_batches

@@ -1,25 +1,30 @@
-"""The step benchmark's two baseline attentions as transformers attention functions, driven by the
-same `dualkv_layout` keyword PackedPolicy passes to every layer, so the three methods share the
-model, the log-prob code and the loss and differ only in attention and in the stream they run on:
+"""The step benchmark's baseline attentions as transformers attention functions, driven by the
+same `dualkv_layout` keyword PackedPolicy passes to every layer, so the methods share the model,
+the log-prob code and the loss and differ only in attention and in the stream they run on:
 
   flash_ncopy  the N-copy stream, one [prompt; response] row per response back to back without
-               padding (a layout whose every group has one response), through PyTorch's
-               FlashAttention varlen kernel (torch.nn.attention.varlen.varlen_attn, causal per
-               row, grouped-query attention native): how veRL runs padding-free batches.
+               padding (a layout whose every group has one response, or a forest of roots: every
+               trajectory of a tree workload alone), through PyTorch's FlashAttention varlen
+               kernel (torch.nn.attention.varlen.varlen_attn, causal per row, grouped-query
+               attention native): how veRL runs padding-free batches.
   flex_packed  the packed stream with FlexAttention (torch.compile(flex_attention), enable_gqa)
-               and a block mask built from the layout's visibility rule; compiled for the stream
-               length it runs, or for a symbolic length (set_flex_shapes).
+               and a block mask built from the layout's visibility rule (a tree's too); compiled
+               for the stream length it runs, or for a symbolic length (set_flex_shapes). Its
+               default (Triton) backend.
+  flex_fa4     the same through FlexAttention's FlashAttention-4 backend
+               (kernel_options={"BACKEND": "FLASH"}: torch 2.11 with the flash-attn-4 wheels).
 
 Under sequence parallelism (`dualkv_layout` a dualkv.distributed.SequenceParallelLayout, the
 inputs this rank's rows of the stream) each runs its kernel inside dualkv.distributed's Ulysses
 attention: sequence shard -> head shard, the kernel on the whole stream, and back.
 
-Both need a GPU. Importing this module registers both names and, for each, a mask builder that
+They need a GPU. Importing this module registers their names and, for each, a mask builder that
 returns None: the layout is the mask, so transformers must not build a (T, T) one.
 """
 
 from __future__ import annotations
 
+import functools
 import weakref
 
 import torch
@@ -33,6 +38,7 @@ from dualkv.distributed import SequenceParallelLayout, ulysses_attention
 # No "flash" in the name: transformers takes such names for its own flash-attention kernels.
 FLASH_NCOPY = "step_bench_varlen_ncopy"
 FLEX_PACKED = "step_bench_flex_packed"
+FLEX_FA4 = "step_bench_flex_fa4"
 
 # Per global layout (weakly: a micro-batch's layout dies with it), what every layer of its forward
 # and backward reuses: the row offsets and longest row, or the block mask. Keyed by the Layout, not
@@ -56,26 +62,39 @@ def set_flex_shapes(shapes: str) -> None:
     _compiled_flex_attention = None
 
 
+def _ncopy_rows(layout: dualkv.Layout) -> torch.Tensor | None:
+    """The rows of an N-copy stream: every group's one [prompt; response] row, or every root of a
+    forest of roots; None for any other layout."""
+    if layout.depth == 1:
+        return layout.cu_seqlens
+    if layout.is_two_level and all(len(r) == 1 for r in layout.response_lengths):
+        return layout.cu_seqlens[layout.cu_groups.long()]  # each row starts at its prompt
+    return None
+
+
 def flash_ncopy_attention(
     module, query, key, value, attention_mask, scaling=None, dropout=0.0, dualkv_layout=None, **kwargs
 ):
     layout = _global_layout(dualkv_layout)
-    if layout is None or any(len(r) != 1 for r in layout.response_lengths):
+    if layout is None or _ncopy_rows(layout) is None:
         raise ValueError(
             "dualkv_layout: the flash_ncopy method needs the N-copy layout (one response per group, each group "
-            "one [prompt; response] row), or a SequenceParallelLayout of it"
+            "one [prompt; response] row, or a forest of roots), or a SequenceParallelLayout of it"
         )
     return _attend_stream(_varlen_ncopy, query, key, value, dualkv_layout, scaling)
 
 
-def flex_packed_attention(
-    module, query, key, value, attention_mask, scaling=None, dropout=0.0, dualkv_layout=None, **kwargs
-):
-    if _global_layout(dualkv_layout) is None:
-        raise ValueError(
-            "dualkv_layout: the flex_packed method needs the packed layout, or a SequenceParallelLayout of it"
-        )
-    return _attend_stream(_flex_packed, query, key, value, dualkv_layout, scaling)
+def _flex_attention_function(method, kernel):
+    """The transformers attention function of a FlexAttention method running `kernel`."""
+
+    def attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, dualkv_layout=None, **kwargs):
+        if _global_layout(dualkv_layout) is None:
+            raise ValueError(
+                f"dualkv_layout: the {method} method needs the packed layout, or a SequenceParallelLayout of it"
+            )
+        return _attend_stream(kernel, query, key, value, dualkv_layout, scaling)
+
+    return attention
 
 
 def _global_layout(dualkv_layout) -> dualkv.Layout | None:
@@ -106,7 +125,7 @@ def _varlen_ncopy(q, k, v, layout, scale):
     from torch.nn.attention.varlen import varlen_attn
 
     if layout not in _flash_rows:
-        starts = layout.cu_seqlens[layout.cu_groups.long()]  # each row starts at its prompt
+        starts = _ncopy_rows(layout)
         _flash_rows[layout] = (starts.to(q.device, torch.int32), int(starts.diff().max()))
     rows, longest = _flash_rows[layout]
     return varlen_attn(
@@ -115,10 +134,11 @@ def _varlen_ncopy(q, k, v, layout, scale):
     )
 
 
-def _flex_packed(q, k, v, layout, scale):
+def _flex(q, k, v, layout, scale, kernel_options=None):
     """(T, H, d) and (T, Hk, d) packed stream -> (T, H, d) through FlexAttention and the layout's block
-    mask. enable_gqa needs Hk to divide H: under Ulysses, kv replication gives each rank Hk' kv heads
-    dividing its H/W query heads (dualkv.distributed.kv_replication)."""
+    mask, with FlexAttention's kernel_options (None: its default backend). enable_gqa needs Hk to
+    divide H: under Ulysses, kv replication gives each rank Hk' kv heads dividing its H/W query heads
+    (dualkv.distributed.kv_replication)."""
     global _compiled_flex_attention
     if _compiled_flex_attention is None:
         from torch.nn.attention.flex_attention import flex_attention
@@ -127,14 +147,24 @@ def _flex_packed(q, k, v, layout, scale):
     if layout not in _flex_masks:
         _flex_masks[layout] = build_flex_block_mask(layout.to(q.device))
     heads_major = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))  # (1, heads, T, d) views
-    out = _compiled_flex_attention(*heads_major, block_mask=_flex_masks[layout], scale=scale, enable_gqa=True)
+    options = {} if kernel_options is None else {"kernel_options": kernel_options}
+    out = _compiled_flex_attention(*heads_major, block_mask=_flex_masks[layout], scale=scale, enable_gqa=True,
+                                   **options)
     return out.squeeze(0).transpose(0, 1)
+
+
+flex_packed_attention = _flex_attention_function("flex_packed", _flex)
+flex_fa4_attention = _flex_attention_function("flex_fa4", functools.partial(_flex, kernel_options={"BACKEND": "FLASH"}))
 
 
 def _no_mask(*args, **kwargs) -> None:
     return None
 
 
-for _name, _function in ((FLASH_NCOPY, flash_ncopy_attention), (FLEX_PACKED, flex_packed_attention)):
+for _name, _function in (
+    (FLASH_NCOPY, flash_ncopy_attention),
+    (FLEX_PACKED, flex_packed_attention),
+    (FLEX_FA4, flex_fa4_attention),
+):
     AttentionInterface.register(_name, _function)
     AttentionMaskInterface.register(_name, _no_mask)

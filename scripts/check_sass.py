@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks the SASS of the Hopper kernels of a CUDA build (run by .ci/run):
 
-- every sm90 attention kernel (forward, backward key-tile kernel) issues HGMMA (wgmma);
+- every sm90 attention kernel (forward, both backward key-tile kernels) issues HGMMA (wgmma);
 - no sm90 kernel touches local memory (LDL/STL) inside a loop.
 
 Local memory outside every loop (a value stored once before the main loop and read after it) is
@@ -25,7 +25,7 @@ BRANCH_TARGET = re.compile(r"\b(?:BRA|CALL)(?:\.\S+)?\s+(?:`\(\.L_x_\d+\)|0x([0-
 LOCAL_ACCESS = re.compile(r"\b(?:LDL|STL)\b")
 # Opcodes that end a basic block.
 FLOW_OPCODES = ("BRA", "EXIT", "CALL", "RET")
-ATTENTION_KERNEL = re.compile(r"sm90\d+(?:forward_kernel|backward_kv_kernel)I")
+ATTENTION_KERNEL = re.compile(r"sm90\d+(?:forward_kernel|backward_kv_kernel|backward_split_dim_kernel)I")
 HOPPER_KERNEL = re.compile(r"sm90\d+\w+_kernelI")
 
 

@@ -47,11 +47,11 @@ at::Tensor attach_workspace(size_t bytes, const at::Device& device, ExecutionOpt
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                     const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
+                                                     const at::Tensor& cu_seqlens, const at::Tensor& parents,
                                                      std::optional<double> softmax_scale,
                                                      c10::string_view kernel_family, void* stream) {
   return translate_errors([&] {
-    const std::shared_ptr<const Layout> layout = layout_of_call(cu_seqlens, cu_groups);
+    const std::shared_ptr<const Layout> layout = layout_of_call(cu_seqlens, parents);
     const at::Tensor q_in = in_viewable_layout(q);
     const at::Tensor k_in = in_viewable_layout(k);
     const at::Tensor v_in = in_viewable_layout(v);
@@ -77,10 +77,10 @@ std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const 
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
     const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
-    const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
-    std::optional<double> softmax_scale, bool deterministic, c10::string_view kernel_family, void* stream) {
+    const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& parents, std::optional<double> softmax_scale,
+    bool deterministic, c10::string_view kernel_family, void* stream) {
   return translate_errors([&] {
-    const std::shared_ptr<const Layout> layout = layout_of_call(cu_seqlens, cu_groups);
+    const std::shared_ptr<const Layout> layout = layout_of_call(cu_seqlens, parents);
     const at::Tensor dout_in = in_viewable_layout(dout);
     const at::Tensor q_in = in_viewable_layout(q);
     const at::Tensor k_in = in_viewable_layout(k);

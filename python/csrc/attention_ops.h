@@ -11,7 +11,7 @@
 
 namespace dualkv::torch_binding {
 
-// Schema: attention_forward(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens, Tensor cu_groups,
+// Schema: attention_forward(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens, Tensor parents,
 //                           float? softmax_scale, bool deterministic, str kernel_family="auto")
 //                           -> (Tensor out, Tensor lse)
 // `deterministic` does not affect the forward pass; it is an argument so that the autograd
@@ -19,12 +19,12 @@ namespace dualkv::torch_binding {
 // "portable" or "hopper" (ExecutionOptions::kernel_family; checked, then ignored on the CPU);
 // autograd hands it to the backward operator too.
 std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                     const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
+                                                     const at::Tensor& cu_seqlens, const at::Tensor& parents,
                                                      std::optional<double> softmax_scale,
                                                      c10::string_view kernel_family, void* stream);
 
 // Schema: attention_backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse,
-//                            Tensor cu_seqlens, Tensor cu_groups, float? softmax_scale,
+//                            Tensor cu_seqlens, Tensor parents, float? softmax_scale,
 //                            bool deterministic, str kernel_family="auto")
 //                            -> (Tensor dq, Tensor dk, Tensor dv)
 // kernel_family as in attention_forward. The deterministic backward also runs whenever
@@ -32,7 +32,7 @@ std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const 
 // deterministic alternative do.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
     const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
-    const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
-    std::optional<double> softmax_scale, bool deterministic, c10::string_view kernel_family, void* stream);
+    const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& parents, std::optional<double> softmax_scale,
+    bool deterministic, c10::string_view kernel_family, void* stream);
 
 }  // namespace dualkv::torch_binding

@@ -12,18 +12,18 @@ namespace dualkv::torch_binding {
 namespace {
 
 std::tuple<at::Tensor, at::Tensor> attention_forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                         const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
+                                                         const at::Tensor& cu_seqlens, const at::Tensor& parents,
                                                          std::optional<double> softmax_scale,
                                                          bool /*deterministic: backward only*/,
                                                          c10::string_view kernel_family) {
-  return attention_forward(q, k, v, cu_seqlens, cu_groups, softmax_scale, kernel_family, /*stream=*/nullptr);
+  return attention_forward(q, k, v, cu_seqlens, parents, softmax_scale, kernel_family, /*stream=*/nullptr);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cpu(
     const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
-    const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
-    std::optional<double> softmax_scale, bool deterministic, c10::string_view kernel_family) {
-  return attention_backward(dout, q, k, v, out, lse, cu_seqlens, cu_groups, softmax_scale, deterministic, kernel_family,
+    const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& parents, std::optional<double> softmax_scale,
+    bool deterministic, c10::string_view kernel_family) {
+  return attention_backward(dout, q, k, v, out, lse, cu_seqlens, parents, softmax_scale, deterministic, kernel_family,
                             /*stream=*/nullptr);
 }
 
@@ -51,12 +51,12 @@ const std::vector<at::Tag> kAttentionTags = {at::Tag::pt2_compliant_tag, at::Tag
 TORCH_LIBRARY(dualkv, m) {
   m.set_python_module("dualkv._attention");
   m.def(
-      "attention_forward(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens, Tensor cu_groups, "
+      "attention_forward(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens, Tensor parents, "
       "float? softmax_scale, bool deterministic, str kernel_family=\"auto\") -> (Tensor out, Tensor lse)",
       kAttentionTags);
   m.def(
       "attention_backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
-      "Tensor cu_seqlens, Tensor cu_groups, float? softmax_scale, bool deterministic, "
+      "Tensor cu_seqlens, Tensor parents, float? softmax_scale, bool deterministic, "
       "str kernel_family=\"auto\") -> (Tensor dq, Tensor dk, Tensor dv)",
       kAttentionTags);
   m.def("token_scores_forward(Tensor logits, float inverse_temperature) -> (Tensor lse, Tensor entropy)",

@@ -22,20 +22,20 @@ std::optional<c10::Device> cuda_device_of(const at::Tensor& first) {
 void* current_stream() { return at::cuda::getCurrentCUDAStream().stream(); }
 
 std::tuple<at::Tensor, at::Tensor> attention_forward_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                          const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
+                                                          const at::Tensor& cu_seqlens, const at::Tensor& parents,
                                                           std::optional<double> softmax_scale,
                                                           bool /*deterministic: backward only*/,
                                                           c10::string_view kernel_family) {
   const c10::cuda::OptionalCUDAGuard device_guard(cuda_device_of(q));
-  return attention_forward(q, k, v, cu_seqlens, cu_groups, softmax_scale, kernel_family, current_stream());
+  return attention_forward(q, k, v, cu_seqlens, parents, softmax_scale, kernel_family, current_stream());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_cuda(
     const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
-    const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& cu_groups,
-    std::optional<double> softmax_scale, bool deterministic, c10::string_view kernel_family) {
+    const at::Tensor& lse, const at::Tensor& cu_seqlens, const at::Tensor& parents, std::optional<double> softmax_scale,
+    bool deterministic, c10::string_view kernel_family) {
   const c10::cuda::OptionalCUDAGuard device_guard(cuda_device_of(q));
-  return attention_backward(dout, q, k, v, out, lse, cu_seqlens, cu_groups, softmax_scale, deterministic, kernel_family,
+  return attention_backward(dout, q, k, v, out, lse, cu_seqlens, parents, softmax_scale, deterministic, kernel_family,
                             current_stream());
 }
 

@@ -119,12 +119,6 @@ std::vector<int32_t> offsets_from_tensor(const at::Tensor& offsets, const char* 
   return std::vector<int32_t>(data, data + contiguous.numel());
 }
 
-at::Tensor tensor_from_offsets(const std::vector<int32_t>& offsets) {
-  at::Tensor tensor = at::empty({static_cast<int64_t>(offsets.size())}, at::kInt);
-  std::copy(offsets.begin(), offsets.end(), tensor.mutable_data_ptr<int32_t>());
-  return tensor;
-}
-
 }  // namespace
 
 at::Tensor in_viewable_layout(const at::Tensor& tensor) {
@@ -176,13 +170,20 @@ Values<const int64_t*> index_values_input(const at::Tensor& tensor, const char* 
   return {tensor.const_data_ptr<int64_t>(), device_of(tensor, name), tensor.numel()};
 }
 
-Layout layout_from_tensors(const at::Tensor& cu_seqlens, const at::Tensor& cu_groups) {
+Layout layout_from_tensors(const at::Tensor& cu_seqlens, const at::Tensor& parents) {
+  return Layout::from_tree_offsets(offsets_from_tensor(cu_seqlens, "cu_seqlens"),
+                                   offsets_from_tensor(parents, "parents"));
+}
+
+Layout layout_from_group_tensors(const at::Tensor& cu_seqlens, const at::Tensor& cu_groups) {
   return Layout::from_offsets(offsets_from_tensor(cu_seqlens, "cu_seqlens"),
                               offsets_from_tensor(cu_groups, "cu_groups"));
 }
 
-std::pair<at::Tensor, at::Tensor> layout_to_tensors(const Layout& layout) {
-  return {tensor_from_offsets(layout.cu_seqlens()), tensor_from_offsets(layout.cu_groups())};
+at::Tensor tensor_from_offsets(const std::vector<int32_t>& offsets) {
+  at::Tensor tensor = at::empty({static_cast<int64_t>(offsets.size())}, at::kInt);
+  std::copy(offsets.begin(), offsets.end(), tensor.mutable_data_ptr<int32_t>());
+  return tensor;
 }
 
 }  // namespace dualkv::torch_binding

@@ -6,7 +6,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include <utility>
+#include <cstdint>
+#include <vector>
 
 #include "dualkv/layout.h"
 #include "dualkv/tensor.h"
@@ -38,10 +39,15 @@ Values<const float*> float_values_input(const at::Tensor& tensor, const char* na
 Values<float*> float_values_output(const at::Tensor& tensor, const char* name);
 Values<const int64_t*> index_values_input(const at::Tensor& tensor, const char* name);
 
-// The layout from its two offset arrays, 1-D int32 CPU tensors; validated by Layout::from_offsets.
-Layout layout_from_tensors(const at::Tensor& cu_seqlens, const at::Tensor& cu_groups);
+// The layout from its segment offsets and parents, 1-D int32 CPU tensors; validated by
+// Layout::from_tree_offsets.
+Layout layout_from_tensors(const at::Tensor& cu_seqlens, const at::Tensor& parents);
 
-// The two offset arrays of `layout` as new 1-D int32 CPU tensors.
-std::pair<at::Tensor, at::Tensor> layout_to_tensors(const Layout& layout);
+// The two-level layout from its segment and group offsets, 1-D int32 CPU tensors; validated by
+// Layout::from_offsets.
+Layout layout_from_group_tensors(const at::Tensor& cu_seqlens, const at::Tensor& cu_groups);
+
+// An int32 array as a new 1-D int32 CPU tensor.
+at::Tensor tensor_from_offsets(const std::vector<int32_t>& offsets);
 
 }  // namespace dualkv::torch_binding

@@ -2,7 +2,9 @@
 
 A batch of G prompt groups is packed as [prompt_0 | its responses | prompt_1 | ...], so every
 prompt is processed once instead of once per response (`Layout`); `attention` computes exactly
-the attention each response would get in its own [prompt; response] sequence.
+the attention each response would get in its own [prompt; response] sequence. Multi-turn and
+branching rollouts share every common prefix in a tree layout (`Layout.from_tree`,
+`pack_trajectories`).
 """
 
 import torch  # loads libtorch, which the extension links, before the extension
@@ -37,8 +39,12 @@ from .packing import (  # noqa: E402
     unpack_tokens_to_rows,
 )
 
+from .trajectories import Turn, pack_trajectories  # noqa: E402
+
 __all__ += [
     "losses",
+    "Turn",
+    "pack_trajectories",
     "response_logprobs",
     "response_logprobs_from_hidden",
     "PackedBatch",

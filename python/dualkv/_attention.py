@@ -33,8 +33,9 @@ def attention(
     q: (T, H, d); k, v: (T, Hk, d) with H % Hk == 0 (query head h reads kv head h // (H // Hk)).
     One dtype for all (float32, float16 or bfloat16 on the CPU; float16 or bfloat16 on CUDA), one
     device. Any strides with a unit-stride last dimension are used in place (e.g. slices of a
-    fused QKV projection). Query token q sees key token k iff both are in the same group, k <= q,
-    and k is in the group's prompt or in q's own segment.
+    fused QKV projection). Query token q sees key token k iff k <= q and k is in q's segment or
+    one of its ancestors (two-level layouts: both in the same group, k in the group's prompt or in
+    q's own segment).
 
     Under torch.autocast, q, k and v are first cast to the autocast dtype (as for SDPA).
 
@@ -68,10 +69,8 @@ def attention_with_lse(
     q, k, v = _in_autocast_dtype(q, k, v)
     if softmax_scale is not None:
         softmax_scale = float(softmax_scale)
-    cu_seqlens, cu_groups = layout._operator_offsets()
-    return torch.ops.dualkv.attention_forward(
-        q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic, kernel_family
-    )
+    cu_seqlens, parents = layout._operator_offsets()
+    return torch.ops.dualkv.attention_forward(q, k, v, cu_seqlens, parents, softmax_scale, deterministic, kernel_family)
 
 
 KERNEL_FAMILIES = ("auto", "portable", "hopper")
@@ -122,11 +121,11 @@ def _refuse_head_major(name: str, tensor: torch.Tensor, tokens: int) -> None:
         )
 
 
-def _check_fake_devices(q, cu_seqlens, cu_groups, **like_q) -> None:
+def _check_fake_devices(q, cu_seqlens, parents, **like_q) -> None:
     """The device rules of the C++ kernels, for the fake kernels. PyTorch also runs a fake kernel
     for real tensors when any argument is on the meta device; without these checks that call
     would return uninitialised memory on q's device instead of an error."""
-    for name, offsets in (("cu_seqlens", cu_seqlens), ("cu_groups", cu_groups)):
+    for name, offsets in (("cu_seqlens", cu_seqlens), ("parents", parents)):
         if offsets.device.type != "cpu":
             raise ValueError(f"dualkv: invalid argument '{name}': must be a CPU tensor, got device {offsets.device}")
     for name, tensor in like_q.items():
@@ -137,8 +136,8 @@ def _check_fake_devices(q, cu_seqlens, cu_groups, **like_q) -> None:
 
 
 @torch.library.register_fake("dualkv::attention_forward")
-def _attention_forward_fake(q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic, kernel_family="auto"):
-    _check_fake_devices(q, cu_seqlens, cu_groups, k=k, v=v)
+def _attention_forward_fake(q, k, v, cu_seqlens, parents, softmax_scale, deterministic, kernel_family="auto"):
+    _check_fake_devices(q, cu_seqlens, parents, k=k, v=v)
     # Shapes and strides as the C++ kernels allocate them: out contiguous like q, lse (H, T) fp32.
     tokens, heads, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((heads, tokens), dtype=torch.float32)
@@ -146,16 +145,16 @@ def _attention_forward_fake(q, k, v, cu_seqlens, cu_groups, softmax_scale, deter
 
 @torch.library.register_fake("dualkv::attention_backward")
 def _attention_backward_fake(
-    dout, q, k, v, out, lse, cu_seqlens, cu_groups, softmax_scale, deterministic, kernel_family="auto"
+    dout, q, k, v, out, lse, cu_seqlens, parents, softmax_scale, deterministic, kernel_family="auto"
 ):
-    _check_fake_devices(q, cu_seqlens, cu_groups, dout=dout, k=k, v=v, out=out, lse=lse)
+    _check_fake_devices(q, cu_seqlens, parents, dout=dout, k=k, v=v, out=out, lse=lse)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    q, k, v, cu_seqlens, cu_groups, softmax_scale, deterministic, kernel_family = inputs
+    q, k, v, cu_seqlens, parents, softmax_scale, deterministic, kernel_family = inputs
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens, cu_groups)
+    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens, parents)
     ctx.softmax_scale = softmax_scale
     ctx.deterministic = deterministic
     ctx.kernel_family = kernel_family
@@ -165,9 +164,9 @@ def _setup_context(ctx, inputs, output) -> None:
 
 
 def _backward(ctx, grad_out, grad_lse):
-    q, k, v, out, lse, cu_seqlens, cu_groups = ctx.saved_tensors
+    q, k, v, out, lse, cu_seqlens, parents = ctx.saved_tensors
     dq, dk, dv = torch.ops.dualkv.attention_backward(
-        grad_out, q, k, v, out, lse, cu_seqlens, cu_groups, ctx.softmax_scale, ctx.deterministic, ctx.kernel_family
+        grad_out, q, k, v, out, lse, cu_seqlens, parents, ctx.softmax_scale, ctx.deterministic, ctx.kernel_family
     )
     return dq, dk, dv, None, None, None, None, None
 

@@ -14,6 +14,13 @@ prompt group, sized in packed tokens P + sum R. The plan
    micro-batch, so ranks step together).
 Nothing requires the batch size, N or the micro-batch size to divide one another. Every rank
 computes the same plan from the same lengths, so no communication is needed.
+
+Trajectories of tree layouts (`plan_trajectory_microbatches`): the unit is a tree of the trie
+that `pack_trajectories` builds (trajectories that share a first token), sized in its packed
+tokens. A tree is kept whole unless it exceeds the budget; then it is split top-down (a subtree
+that fits is one piece, a larger one is split among its children, the trajectories that end
+inside a segment pieces of their own) and the pieces are merged back first-fit-decreasing into
+slices that fit, each slice holding its shared prefix again. Steps 2 and 3 are as above.
 """
 
 from __future__ import annotations
@@ -23,14 +30,25 @@ from dataclasses import dataclass
 
 from ._layout import _as_int32
 from .packing import PackedBatch, pack
+from .trajectories import _Trie, flatten_trajectories, pack_trajectories
 
-__all__ = ["GroupSlice", "MicroBatch", "MicroBatchPlan", "pack_microbatch", "plan_microbatches"]
+__all__ = [
+    "GroupSlice",
+    "MicroBatch",
+    "MicroBatchPlan",
+    "pack_microbatch",
+    "pack_trajectory_microbatch",
+    "plan_microbatches",
+    "plan_trajectory_microbatches",
+]
 
 
 @dataclass(frozen=True)
 class GroupSlice:
     """Responses `responses` (indices into the group's responses, increasing) of prompt group
-    `group`, packed with their prompt: `tokens` = P + their sum of R."""
+    `group`, packed with their prompt: `tokens` = P + their sum of R. For trajectories: tree
+    `group`'s trajectories `responses` (indices into the whole batch's trajectories), `tokens`
+    their packed tokens."""
 
     group: int
     responses: tuple[int, ...]
@@ -101,16 +119,94 @@ def plan_microbatches(
         slices += group_slices
         if len(group_slices) > 1:
             split_groups.append(g)
+    return _plan_from_slices(slices, split_groups, max_tokens, dp_size, "prompt groups")
+
+
+def plan_trajectory_microbatches(trajectories, *, max_tokens: int, dp_size: int = 1) -> MicroBatchPlan:
+    """Plans micro-batches of at most `max_tokens` packed tokens of trajectories (each a list of
+    turns, as `pack_trajectories` takes them) for `dp_size` data-parallel ranks.
+
+    Every trajectory must fit alone. There must be at least dp_size slices (trees, after
+    splitting). A slice's `responses` are indices into `trajectories`.
+    """
+    flat = flatten_trajectories(trajectories)
+    max_tokens = _positive_int(max_tokens, "max_tokens")
+    dp_size = _positive_int(dp_size, "dp_size")
+    for i, (tokens, _) in enumerate(flat):
+        if len(tokens) > max_tokens:
+            raise ValueError(
+                f"max_tokens: trajectories[{i}] alone has {len(tokens)} tokens, more than max_tokens = {max_tokens}"
+            )
+    trie = _Trie([tokens for tokens, _ in flat])
+    paths = [trie.path(tokens) for tokens, _ in flat]
+    trees: dict[int, list[int]] = {}  # by root segment, in order of first appearance
+    for i, path in enumerate(paths):
+        trees.setdefault(id(path[0][0]), []).append(i)
+    slices, split_trees = [], []
+    for tree, members in enumerate(trees.values()):
+        pieces = _pieces_that_fit(members, 0, paths, max_tokens)
+        slices += [GroupSlice(tree, tuple(sorted(piece)), _union_tokens(piece, paths)) for piece in pieces]
+        if len(pieces) > 1:
+            split_trees.append(tree)
+    return _plan_from_slices(slices, split_trees, max_tokens, dp_size, "trees")
+
+
+def pack_trajectory_microbatch(micro_batch: MicroBatch, trajectories, *, group_ids=None) -> PackedBatch:
+    """Packs one micro-batch of `plan_trajectory_microbatches` from the whole batch's trajectories;
+    its trajectories come in the order of `micro_batch.responses`. group_ids (one per trajectory
+    of the whole batch) keep GRPO groups across micro-batches; by default `pack_trajectories`
+    numbers this micro-batch's groups by prompt."""
+    indices = [i for s in micro_batch.slices for i in s.responses]
+    groups = None if group_ids is None else [group_ids[i] for i in indices]
+    return pack_trajectories([trajectories[i] for i in indices], group_ids=groups)
+
+
+def _union_tokens(members, paths) -> int:
+    """Packed tokens of the trajectories `members` together: each segment once, as far as the
+    furthest of them reaches into it."""
+    used: dict[int, int] = {}
+    for m in members:
+        for node, take in paths[m]:
+            used[id(node)] = max(used.get(id(node), 0), take)
+    return sum(used.values())
+
+
+def _pieces_that_fit(members: list[int], depth: int, paths, max_tokens: int) -> list[list[int]]:
+    """Trajectories `members`, which share their first depth + 1 segments, in pieces of at most
+    max_tokens packed tokens: all together if they fit, else each child subtree's pieces and each
+    trajectory that ends in the shared segment alone, merged first-fit-decreasing."""
+    if _union_tokens(members, paths) <= max_tokens:
+        return [members]
+    by_child: dict[int, list[int]] = {}
+    ended = []
+    for m in members:
+        if len(paths[m]) > depth + 1:
+            by_child.setdefault(id(paths[m][depth + 1][0]), []).append(m)
+        else:
+            ended.append([m])
+    pieces = [piece for child in by_child.values() for piece in _pieces_that_fit(child, depth + 1, paths, max_tokens)]
+    bins: list[list[int]] = []
+    for piece in sorted(pieces + ended, key=lambda p: -_union_tokens(p, paths)):
+        fit = next((b for b in bins if _union_tokens(b + piece, paths) <= max_tokens), None)
+        if fit is None:
+            bins.append(list(piece))
+        else:
+            fit += piece
+    return bins
+
+
+def _plan_from_slices(slices, split_units, max_tokens: int, dp_size: int, units: str) -> MicroBatchPlan:
+    """Steps 2 and 3 of the module docstring."""
     if len(slices) < dp_size:
         raise ValueError(
-            f"dp_size: {dp_size} data-parallel ranks need at least as many prompt groups, got {len(slices)} "
-            f"(after splitting groups larger than max_tokens = {max_tokens})"
+            f"dp_size: {dp_size} data-parallel ranks need at least as many {units}, got {len(slices)} "
+            f"(after splitting {units} larger than max_tokens = {max_tokens})"
         )
     per_rank = _balance(slices, dp_size)
     batches = [_first_fit_decreasing(rank_slices, _slice_tokens, max_tokens) for rank_slices in per_rank]
     steps = max(len(b) for b in batches)
     ranks = tuple(tuple(MicroBatch(tuple(bin_)) for bin_ in _split_to(b, steps)) for b in batches)
-    return MicroBatchPlan(ranks, tuple(split_groups), max_tokens)
+    return MicroBatchPlan(ranks, tuple(split_units), max_tokens)
 
 
 def pack_microbatch(

@@ -35,14 +35,19 @@ __all__ = [
 class PackedBatch:
     """One packed micro-batch: model inputs plus the response-token maps log-probs need.
 
-    input_ids, position_ids: (1, T) long; position ids restart at P_g for every response.
+    The "responses" are the scored sequences: a group's responses (`pack`, `pack_rows`), or the
+    trajectories of a tree layout (`dualkv.pack_trajectories`: row i lists trajectory i's trained
+    tokens, token j of its trained tokens in column j).
+    input_ids, position_ids: (1, T) long; position ids restart at P_g for every response (trees:
+        they continue along each path).
     layout: the dualkv.Layout the attention op takes.
     response_group: (num_responses,) long, group index of each response.
     response_lengths: (num_responses,) long.
     response_mask: (num_responses, max_R) bool, true on tokens j < R_i.
     token_rows: (num_responses, max_R) long, packed row holding response token j (0 past the end).
     score_rows: (num_responses, max_R) long, packed row whose logits predict token j: the group's
-        last prompt row for j = 0, the response's own row j - 1 otherwise (0 past the end).
+        last prompt row for j = 0, the response's own row j - 1 otherwise (trees: the row of the
+        token before it on its path); 0 past the end.
     """
 
     input_ids: torch.Tensor

@@ -62,6 +62,7 @@ class BackwardPass {
  public:
   BackwardPass(const Layout& layout, const BackwardParams& params)
       : layout_(layout),
+        visibility_(layout),
         params_(params),
         head_dim_(params.q.head_dim),
         heads_per_kv_(params.q.heads / params.k.heads),
@@ -103,13 +104,13 @@ class BackwardPass {
     std::vector<WorkItem> items;
     std::vector<int64_t> costs;
     for (int32_t b = 0; b < static_cast<int32_t>(blocks.size()); ++b) {
-      const int64_t query_pairs = cpu::pairs_of_query_block(layout_, blocks[static_cast<size_t>(b)]);
+      const int64_t query_pairs = visibility_.pairs_of_query_block(blocks[static_cast<size_t>(b)]);
       for (int32_t h = 0; h < heads_per_kv_; ++h) {
         items.push_back({WorkItem::Kind::kQueryGradient, b, h});
         costs.push_back(query_pairs);
       }
       items.push_back({WorkItem::Kind::kKeyValueGradient, b, 0});
-      costs.push_back(cpu::pairs_of_key_block(layout_, blocks[static_cast<size_t>(b)]) * heads_per_kv_);
+      costs.push_back(visibility_.pairs_of_key_block(blocks[static_cast<size_t>(b)]) * heads_per_kv_);
     }
     std::vector<WorkItem> ordered;
     ordered.reserve(items.size());
@@ -140,7 +141,7 @@ class BackwardPass {
   // dQ of one query head's block, walking the block's keys like the forward pass.
   void query_gradient(int64_t head, const QueryHead<Acc>& staged, const TokenBlock& block) const {
     std::vector<Acc> dq(static_cast<size_t>((block.end - block.begin) * head_dim_), Acc(0));
-    cpu::walk_query_block(cpu::keys_seen_by(layout_, block), block, [&](const cpu::QueryTileStep& step) {
+    cpu::walk_query_block(visibility_.keys_seen_by(block), block, [&](const cpu::QueryTileStep& step) {
       const Acc* query_rows[kRowTile];
       const Acc* dout_rows[kRowTile];
       cpu::tile_rows(staged.queries, step.first_query, step.rows, query_rows);
@@ -173,12 +174,12 @@ class BackwardPass {
   }
 
   // dK and dV of one key block of a kv head, summed over the query heads that read it.
-  // A prompt key collects terms from the prompt and every response (P + N*R queries per head),
+  // A shared key (a prompt's) collects terms from its segment and every descendant (P + N*R queries per head),
   // so a single running fp32 sum would lose digits as it grows: terms are summed in Acc over
   // kFlushSteps tiles at a time and those partial sums are added in double.
   void key_value_gradient(int64_t kv_head, const TokenBlock& block) const {
     constexpr int kFlushSteps = 16;
-    const TokenRange queries = cpu::queries_seeing(layout_, block);
+    const std::vector<TokenRange> queries = visibility_.queries_seeing(block);
     const size_t block_values = static_cast<size_t>((block.end - block.begin) * head_dim_);
     std::vector<Acc> dk(block_values, Acc(0));
     std::vector<Acc> dv(block_values, Acc(0));
@@ -237,6 +238,7 @@ class BackwardPass {
   }
 
   const Layout& layout_;
+  const cpu::Visibility visibility_;
   const BackwardParams& params_;
   const int64_t head_dim_;
   const int64_t heads_per_kv_;

@@ -48,6 +48,7 @@ class ForwardPass {
  public:
   ForwardPass(const Layout& layout, const ForwardParams& params)
       : layout_(layout),
+        visibility_(layout),
         params_(params),
         head_dim_(params.q.head_dim),
         heads_per_kv_(params.q.heads / params.k.heads),
@@ -63,7 +64,7 @@ class ForwardPass {
     const std::vector<TokenBlock> blocks = cpu::split_into_blocks(layout_, cpu::kTokenBlock);
     std::vector<int64_t> costs;
     costs.reserve(blocks.size());
-    for (const TokenBlock& block : blocks) costs.push_back(cpu::pairs_of_query_block(layout_, block));
+    for (const TokenBlock& block : blocks) costs.push_back(visibility_.pairs_of_query_block(block));
     const std::vector<int32_t> order = cpu::heaviest_first(costs);
     const int64_t tokens = layout_.total_tokens();
 
@@ -91,7 +92,7 @@ class ForwardPass {
 
   void attend(int64_t head, const StagedHead<Acc>& queries, const TokenBlock& block) const {
     BlockSoftmax<Acc> state(block.end - block.begin, head_dim_);
-    cpu::walk_query_block(cpu::keys_seen_by(layout_, block), block, [&](const cpu::QueryTileStep& step) {
+    cpu::walk_query_block(visibility_.keys_seen_by(block), block, [&](const cpu::QueryTileStep& step) {
       add_key_tile(queries, step, step.first_query - block.begin, state);
     });
     for (int32_t query = block.begin; query < block.end; ++query) {
@@ -144,6 +145,7 @@ class ForwardPass {
   }
 
   const Layout& layout_;
+  const cpu::Visibility visibility_;
   const ForwardParams& params_;
   const int64_t head_dim_;
   const int64_t heads_per_kv_;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "cpu/tile_math.h"
 #include "cpu/visible_ranges.h"
@@ -31,8 +32,8 @@ struct QueryTileStep {
 };
 
 template <typename Visit>
-void walk_query_block(const KeyRanges& ranges, const TokenBlock& block, Visit&& visit) {
-  for (const TokenRange& range : {ranges.prompt, ranges.own}) {
+void walk_query_block(const std::vector<TokenRange>& ranges, const TokenBlock& block, Visit&& visit) {
+  for (const TokenRange& range : ranges) {
     // Causality: no query of the block sees a key past the block's last query.
     const int32_t range_end = std::min(range.end, block.end);
     for (int32_t chunk = static_cast<int32_t>(align_down(range.begin)); chunk < range_end; chunk += kStreamChunk) {
@@ -52,22 +53,26 @@ struct KeyTileStep {
   int32_t first_key;
   int rows;  // real rows of the tile (the last tile of a block may be partial)
   int32_t query;
-  int column_end;  // columns at or after it are outside the query range
+  int first_column;  // columns before it lie before the query range
+  int column_end;    // columns at or after it are outside the query range
 
-  // The first column that sees row r: causally, queries at or after the key.
-  int column_begin(int r) const { return std::max(0, first_key + r - query); }
+  // The first column that sees row r: inside the query range and, causally, at or after the key.
+  int column_begin(int r) const { return std::max(first_column, first_key + r - query); }
 };
 
 template <typename Visit>
-void walk_key_block(TokenRange queries, const TokenBlock& block, Visit&& visit) {
-  for (int32_t chunk = static_cast<int32_t>(align_down(queries.begin)); chunk < queries.end; chunk += kStreamChunk) {
-    const int32_t chunk_end = std::min(queries.end, chunk + kStreamChunk);
-    for (int32_t first = block.begin; first < block.end; first += kRowTile) {
-      const int rows = std::min<int32_t>(kRowTile, block.end - first);
-      // Queries before the row tile's first key see none of its keys.
-      for (int32_t query = std::max(chunk, static_cast<int32_t>(align_down(first))); query < chunk_end;
-           query += kColumnTile) {
-        visit(KeyTileStep{first, rows, query, std::min(kColumnTile, chunk_end - query)});
+void walk_key_block(const std::vector<TokenRange>& ranges, const TokenBlock& block, Visit&& visit) {
+  for (const TokenRange& queries : ranges) {
+    for (int32_t chunk = static_cast<int32_t>(align_down(queries.begin)); chunk < queries.end; chunk += kStreamChunk) {
+      const int32_t chunk_end = std::min(queries.end, chunk + kStreamChunk);
+      for (int32_t first = block.begin; first < block.end; first += kRowTile) {
+        const int rows = std::min<int32_t>(kRowTile, block.end - first);
+        // Queries before the row tile's first key see none of its keys.
+        for (int32_t query = std::max(chunk, static_cast<int32_t>(align_down(first))); query < chunk_end;
+             query += kColumnTile) {
+          visit(KeyTileStep{first, rows, query, std::max(0, queries.begin - query),
+                            std::min(kColumnTile, chunk_end - query)});
+        }
       }
     }
   }

@@ -6,10 +6,6 @@
 namespace dualkv::detail::cpu {
 namespace {
 
-bool is_prompt(const Layout& layout, const TokenBlock& block) {
-  return block.segment == layout.prompt_segment(block.group);
-}
-
 // sum_{t=first}^{last} (t - origin + 1): the causal pairs of tokens [first, last] counted from origin.
 int64_t causal_pairs(int64_t origin, int64_t first, int64_t last) {
   const int64_t a = first - origin + 1;
@@ -17,45 +13,64 @@ int64_t causal_pairs(int64_t origin, int64_t first, int64_t last) {
   return (a + b) * (b - a + 1) / 2;
 }
 
+TokenRange tokens_of_interval(const Layout& layout, const SegmentInterval& interval) {
+  return {layout.segment_begin(interval.first), layout.segment_begin(interval.end)};
+}
+
 }  // namespace
 
 std::vector<TokenBlock> split_into_blocks(const Layout& layout, int32_t block_size) {
   std::vector<TokenBlock> blocks;
-  for (int32_t g = 0; g < layout.num_groups(); ++g) {
-    for (int32_t s = layout.prompt_segment(g); s < layout.cu_groups()[g + 1]; ++s) {
-      const int32_t end = layout.segment_end(s);
-      // Step by at most the remainder so that begin never passes end (no int32 overflow near 2^31).
-      for (int32_t begin = layout.segment_begin(s); begin < end; begin += std::min(block_size, end - begin)) {
-        blocks.push_back({begin, std::min(begin + block_size, end), s, g});
-      }
+  for (int32_t s = 0; s < layout.num_segments(); ++s) {
+    const int32_t end = layout.segment_end(s);
+    // Step by at most the remainder so that begin never passes end (no int32 overflow near 2^31).
+    for (int32_t begin = layout.segment_begin(s); begin < end; begin += std::min(block_size, end - begin)) {
+      blocks.push_back({begin, std::min(begin + block_size, end), s});
     }
   }
   return blocks;
 }
 
-KeyRanges keys_seen_by(const Layout& layout, const TokenBlock& queries) {
-  const int32_t prompt_begin = layout.prompt_begin(queries.group);
-  if (is_prompt(layout, queries)) return {{prompt_begin, queries.end}, {}};
-  return {{prompt_begin, layout.prompt_end(queries.group)}, {layout.segment_begin(queries.segment), queries.end}};
+Visibility::Visibility(const Layout& layout)
+    : layout_(layout), ancestors_(ancestor_intervals(layout)), descendants_(descendant_intervals(layout)) {}
+
+std::vector<TokenRange> Visibility::keys_seen_by(const TokenBlock& queries) const {
+  std::vector<TokenRange> ranges;
+  ranges.reserve(static_cast<size_t>(ancestors_.count(queries.segment)) + 1);
+  for (const SegmentInterval* i = ancestors_.begin(queries.segment); i != ancestors_.end(queries.segment); ++i) {
+    ranges.push_back(tokens_of_interval(layout_, *i));
+  }
+  ranges.push_back({layout_.segment_begin(queries.segment), queries.end});
+  return ranges;
 }
 
-TokenRange queries_seeing(const Layout& layout, const TokenBlock& keys) {
-  const int32_t end = is_prompt(layout, keys) ? layout.group_end(keys.group) : layout.segment_end(keys.segment);
-  return {keys.begin, end};
+std::vector<TokenRange> Visibility::queries_seeing(const TokenBlock& keys) const {
+  std::vector<TokenRange> ranges{{keys.begin, layout_.segment_end(keys.segment)}};
+  for (const SegmentInterval* i = descendants_.begin(keys.segment); i != descendants_.end(keys.segment); ++i) {
+    ranges.push_back(tokens_of_interval(layout_, *i));
+  }
+  return ranges;
 }
 
-int64_t pairs_of_query_block(const Layout& layout, const TokenBlock& queries) {
-  const KeyRanges ranges = keys_seen_by(layout, queries);
+int64_t Visibility::tokens_of(const SegmentInterval* begin, const SegmentInterval* end) const {
+  int64_t tokens = 0;
+  for (const SegmentInterval* i = begin; i != end; ++i) tokens += interval_tokens(layout_, *i);
+  return tokens;
+}
+
+int64_t Visibility::pairs_of_query_block(const TokenBlock& queries) const {
   const int64_t rows = queries.end - queries.begin;
-  if (is_prompt(layout, queries)) return causal_pairs(ranges.prompt.begin, queries.begin, queries.end - 1);
-  return rows * ranges.prompt.size() + causal_pairs(ranges.own.begin, queries.begin, queries.end - 1);
+  const int64_t ancestor_keys = tokens_of(ancestors_.begin(queries.segment), ancestors_.end(queries.segment));
+  return rows * ancestor_keys + causal_pairs(layout_.segment_begin(queries.segment), queries.begin, queries.end - 1);
 }
 
-int64_t pairs_of_key_block(const Layout& layout, const TokenBlock& keys) {
-  // Key k is seen by the end - k queries [k, end); the sum over k is an arithmetic series.
-  const int64_t end = queries_seeing(layout, keys).end;
+int64_t Visibility::pairs_of_key_block(const TokenBlock& keys) const {
+  // Key k is seen by the end - k queries [k, end) of its segment (an arithmetic series over the
+  // block's keys) and by every descendant query.
+  const int64_t end = layout_.segment_end(keys.segment);
   const int64_t count = keys.end - keys.begin;
-  return count * end - count * (static_cast<int64_t>(keys.begin) + keys.end - 1) / 2;
+  const int64_t own = count * end - count * (static_cast<int64_t>(keys.begin) + keys.end - 1) / 2;
+  return own + count * tokens_of(descendants_.begin(keys.segment), descendants_.end(keys.segment));
 }
 
 std::vector<int32_t> heaviest_first(const std::vector<int64_t>& costs) {

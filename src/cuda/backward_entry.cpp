@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <utility>
 
 #include "cuda/common/argument_checks.h"
 #include "cuda/common/device_guard.h"
@@ -30,7 +29,8 @@
 namespace dualkv::detail {
 namespace {
 
-constexpr int kSm80BackwardHeadDims[] = {64, 128};
+constexpr int kSm80BackwardHeadDims[] = {64, 128, 256};
+static_assert(sm80::lists_head_dims_of(kSm80BackwardHeadDims, sm80::kBackwardTileShapes));
 
 void check_compiled(const BackwardParams& params) {
   check_compiled_dtype(params.q.dtype, "q.dtype");
@@ -62,8 +62,8 @@ struct BackwardLaunch {
 
 // The first compiled shape of q.head_dim that fits the device's shared memory per block (or
 // options.max_shared_memory_per_block): at head_dim 128, 128 x 64 tiles on A100 and Hopper and
-// single-buffered 128 x 32 tiles on sm_86/sm_89. An Error names q.head_dim where the device fits
-// no shape.
+// single-buffered 128 x 32 tiles on sm_86/sm_89; at head_dim 256, 64 x 64 and 32 x 32. An Error
+// names q.head_dim where the device fits no shape.
 const sm80::BackwardTileShape& tile_shape_for(const BackwardParams& params) {
   const SharedMemoryLimit limit = shared_memory_limit(params.options, params.q.device.index);
   return sm80::select_backward_tile_shape(params.q.head_dim, params.deterministic, limit.bytes, limit.argument);
@@ -81,24 +81,12 @@ TokenHeadView<Pointer> view_of(const TokenHeadTensor<Pointer>& t) {
   return {t.data, t.token_stride, t.head_stride};
 }
 
-// Runs the instantiation of kBackwardTileShapes[i] for the i with &shape == &kBackwardTileShapes[i];
-// every shape of the table is instantiated (a missing one fails to link).
-template <DType kDType, size_t... kShapeIndex>
-void run_for_tile_shape(const sm80::BackwardTileShape& shape, const BackwardKernelParams& kernel_params,
-                        std::index_sequence<kShapeIndex...>) {
-  using sm80::kBackwardTileShapes;
-  ((&shape == &kBackwardTileShapes[kShapeIndex]
-        ? sm80::run_backward<kDType, kBackwardTileShapes[kShapeIndex].head_dim,
-                             kBackwardTileShapes[kShapeIndex].key_block, kBackwardTileShapes[kShapeIndex].query_block>(
-              kernel_params)
-        : void()),
-   ...);
-}
-
 template <DType kDType>
 void run_for_tile_shape(const sm80::BackwardTileShape& shape, const BackwardKernelParams& kernel_params) {
-  constexpr size_t kShapes = sizeof(sm80::kBackwardTileShapes) / sizeof(sm80::kBackwardTileShapes[0]);
-  run_for_tile_shape<kDType>(shape, kernel_params, std::make_index_sequence<kShapes>{});
+  sm80::visit_tile_shape<sm80::kBackwardTileShapes>(shape, [&](auto index) {
+    constexpr sm80::BackwardTileShape kShape = sm80::kBackwardTileShapes[index];
+    sm80::run_backward<kDType, kShape.head_dim, kShape.key_block, kShape.query_block>(kernel_params);
+  });
 }
 
 BackwardLaunch blocks_for(const BackwardParams& params, bool hopper) {
@@ -182,10 +170,12 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   k.dq_accum_scale = blocks.portable == nullptr ? p.softmax_scale : 1.f;
   k.cu_seqlens = plan.cu_seqlens;
   k.num_segments = static_cast<int>(layout.num_segments());
-  k.cu_groups = plan.cu_groups;
-  k.num_groups = static_cast<int>(layout.num_groups());
+  k.cu_runs = plan.cu_runs;
+  k.num_runs = static_cast<int>(plan.num_runs);
+  k.runs = plan.runs;
   k.key_tiles = plan.key_tiles;
   k.query_tiles = plan.query_tiles;
+  k.query_key_ranges = plan.query_key_ranges;
   k.num_key_tiles = static_cast<int>(plan.num_key_tiles);
   k.num_query_tiles = static_cast<int>(plan.num_query_tiles);
   k.tokens = layout.total_tokens();

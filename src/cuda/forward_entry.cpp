@@ -1,7 +1,8 @@
 // CUDA backend of dualkv::forward: CUDA-only argument checks, the kernel family
-// (ExecutionOptions::kernel_family), and for the portable family the work plan from the layout's
-// cache (built and uploaded by the layout's first call) and dispatch to the compiled
-// (dtype, head_dim) sm80 kernel. The Hopper family has its own entry (sm90/forward/forward_entry).
+// (ExecutionOptions::kernel_family), and for the portable family the tile shape (the fastest
+// compiled one that fits the shared memory a block may use), the work plan from the layout's cache
+// (built and uploaded by the layout's first call) and dispatch to the compiled (dtype, tile shape)
+// sm80 kernel. The Hopper family has its own entry (sm90/forward/forward_entry).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -25,27 +26,28 @@
 namespace dualkv::detail {
 namespace {
 
+static_assert(sm80::lists_head_dims_of(kSm80ForwardHeadDims, sm80::kForwardTileShapes));
+
 void check_compiled(const ForwardParams& params) {
   check_compiled_dtype(params.q.dtype, "q.dtype");
   check_compiled_head_dim(params.q.head_dim, kSm80ForwardHeadDims, "q.head_dim");
 }
 
-int block_m_for(const ForwardParams& params) {
-  return sm80::forward_tile_shape(static_cast<int>(params.q.head_dim)).block_m;
+// The first compiled shape of q.head_dim that fits the device's shared memory per block (or
+// options.max_shared_memory_per_block): at head_dim 256, 128-query tiles on A100 and Hopper and
+// 64-query tiles on sm_86/sm_89.
+const sm80::ForwardTileShape& tile_shape_for(const ForwardParams& params) {
+  const SharedMemoryLimit limit = shared_memory_limit(params.options, params.q.device.index);
+  return sm80::select_forward_tile_shape(params.q.head_dim, limit.bytes, limit.argument);
 }
 
 template <DType kDType>
-void launch_for_head_dim(int64_t head_dim, const ForwardKernelParams& kernel_params, int32_t work_items,
-                         cudaStream_t stream) {
-  static_assert(sizeof(kSm80ForwardHeadDims) / sizeof(int) == 2, "add the new head_dim to this switch");
-  switch (head_dim) {
-    case 64:
-      return launch_sm80_forward<kDType, 64>(kernel_params, work_items, stream);
-    case 128:
-      return launch_sm80_forward<kDType, 128>(kernel_params, work_items, stream);
-    default:
-      check_compiled_head_dim(head_dim, kSm80ForwardHeadDims, "q.head_dim");
-  }
+void launch_for_tile_shape(const sm80::ForwardTileShape& shape, const ForwardKernelParams& kernel_params,
+                           int32_t work_items, cudaStream_t stream) {
+  sm80::visit_tile_shape<sm80::kForwardTileShapes>(shape, [&](auto index) {
+    constexpr sm80::ForwardTileShape kShape = sm80::kForwardTileShapes[index];
+    launch_sm80_forward<kDType, kShape.head_dim, kShape.block_m, kShape.block_n>(kernel_params, work_items, stream);
+  });
 }
 
 // Whether the call runs the Hopper kernels (a forced family the build or device lacks throws).
@@ -90,10 +92,9 @@ void cuda_forward(const Layout& layout, const ForwardParams& p) {
   check_compiled(p);
   const int device = p.q.device.index;
 
-  check_fits_shared_memory(sm80::forward_shared_memory_bytes(static_cast<int>(p.q.head_dim)),
-                           shared_memory_limit(p.options, device), "the CUDA forward");
+  const sm80::ForwardTileShape& shape = tile_shape_for(p);
   DeviceGuard guard(device);
-  const DeviceQueryPlan plan = device_query_plan(layout, block_m_for(p), device, p.options);
+  const DeviceQueryPlan plan = device_query_plan(layout, shape.block_m, device, p.options);
   const int64_t work_items = plan.num_tiles * p.q.heads;
   if (work_items > std::numeric_limits<int32_t>::max()) {
     throw Error("layout", "query tiles (" + std::to_string(plan.num_tiles) + ") x q.heads (" +
@@ -125,9 +126,9 @@ void cuda_forward(const Layout& layout, const ForwardParams& p) {
   const auto stream = static_cast<cudaStream_t>(p.options.stream);
   const auto items = static_cast<int32_t>(work_items);
   if (p.q.dtype == DType::kFloat16) {
-    launch_for_head_dim<DType::kFloat16>(p.q.head_dim, k, items, stream);
+    launch_for_tile_shape<DType::kFloat16>(shape, k, items, stream);
   } else {
-    launch_for_head_dim<DType::kBFloat16>(p.q.head_dim, k, items, stream);
+    launch_for_tile_shape<DType::kBFloat16>(shape, k, items, stream);
   }
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "host/tree_ranges.h"
+
 namespace dualkv::detail {
 namespace {
 
@@ -17,80 +19,128 @@ int32_t tile_begin_of(const Layout& layout, int32_t segment, int32_t token, int 
   return segment_begin + (token - segment_begin) / block * block;
 }
 
-// Every `block`-token tile of every segment, in packed order.
-std::vector<TileWork> tiles_in_packed_order(const Layout& layout, int block) {
-  std::vector<TileWork> tiles;
-  tiles.reserve(static_cast<size_t>(count_tiles(layout, block)));
-  for (int32_t g = 0; g < layout.num_groups(); ++g) {
-    const int32_t prompt_segment = layout.prompt_segment(g);
-    const int32_t group_end_segment = layout.cu_groups()[g + 1];
-    for (int32_t s = prompt_segment; s < group_end_segment; ++s) {
-      for (int64_t begin = layout.segment_begin(s); begin < layout.segment_end(s); begin += block) {
-        tiles.push_back({static_cast<int32_t>(begin), s, prompt_segment, group_end_segment});
-      }
+}  // namespace
+
+BackwardRuns plan_runs(const Layout& layout) {
+  const int32_t segments = layout.num_segments();
+  const SegmentIntervals descendants = descendant_intervals(layout);
+  std::vector<bool> starts_run(static_cast<size_t>(segments) + 1, false);
+  starts_run[0] = starts_run[static_cast<size_t>(segments)] = true;
+  for (int32_t s = 0; s < segments; ++s) {
+    if (layout.parent(s) < 0) starts_run[static_cast<size_t>(s)] = true;
+    for (const SegmentInterval* d = descendants.begin(s); d != descendants.end(s); ++d) {
+      starts_run[static_cast<size_t>(d->first)] = starts_run[static_cast<size_t>(d->end)] = true;
     }
   }
-  return tiles;
+  BackwardRuns runs;
+  // run_at[b]: the run starting at segment b (for run boundaries b, R at b == S); run_of[s]: the
+  // run holding segment s.
+  std::vector<int32_t> run_at(static_cast<size_t>(segments) + 1, -1), run_of(static_cast<size_t>(segments));
+  for (int32_t s = 0; s <= segments; ++s) {
+    if (starts_run[static_cast<size_t>(s)]) {
+      run_at[static_cast<size_t>(s)] = static_cast<int32_t>(runs.cu_runs.size());
+      runs.cu_runs.push_back(s);
+    }
+    if (s < segments) run_of[static_cast<size_t>(s)] = static_cast<int32_t>(runs.cu_runs.size()) - 1;
+  }
+  const auto num_runs = static_cast<int32_t>(runs.cu_runs.size()) - 1;
+  const auto run_entry = [&](int32_t r) {
+    const int32_t first = runs.cu_runs[static_cast<size_t>(r)], end = runs.cu_runs[static_cast<size_t>(r) + 1];
+    return QueryRun{first, end, layout.segment_begin(first), layout.segment_begin(end)};
+  };
+  // Every walk's list ends with an empty entry. A leaf's walk is its run alone: the leaves of a
+  // run share one list.
+  std::vector<int32_t> leaf_walk_of_run(static_cast<size_t>(num_runs), -1);
+  runs.walks.reserve(static_cast<size_t>(segments));
+  for (int32_t s = 0; s < segments; ++s) {
+    const int32_t own = run_of[static_cast<size_t>(s)];
+    const bool leaf = descendants.count(s) == 0;
+    if (leaf && leaf_walk_of_run[static_cast<size_t>(own)] >= 0) {
+      const int32_t begin = leaf_walk_of_run[static_cast<size_t>(own)];
+      runs.walks.push_back({begin, begin + 1});
+      continue;
+    }
+    const auto begin = static_cast<int32_t>(runs.table.size());
+    runs.table.push_back(run_entry(own));
+    for (const SegmentInterval* d = descendants.begin(s); d != descendants.end(s); ++d) {
+      for (int32_t r = run_at[static_cast<size_t>(d->first)]; r < run_at[static_cast<size_t>(d->end)]; ++r) {
+        runs.table.push_back(run_entry(r));
+      }
+    }
+    runs.walks.push_back({begin, static_cast<int32_t>(runs.table.size())});
+    runs.table.push_back(QueryRun{-1, -1, 0, 0});
+    if (leaf) leaf_walk_of_run[static_cast<size_t>(own)] = begin;
+  }
+  return runs;
 }
 
-template <typename Cost>
-void sort_heaviest_first(std::vector<TileWork>& tiles, Cost cost) {
-  std::stable_sort(tiles.begin(), tiles.end(), [&](const TileWork& a, const TileWork& b) { return cost(a) > cost(b); });
+namespace {
+
+// Queries of the walk's runs after its first: the key tile's descendants.
+int64_t descendant_rows(const BackwardRuns& runs, int32_t run_begin, int32_t run_end) {
+  int64_t rows = 0;
+  for (int32_t r = run_begin + 1; r < run_end; ++r) {
+    const QueryRun& run = runs.table[static_cast<size_t>(r)];
+    rows += run.end - run.begin;
+  }
+  return rows;
+}
+
+int64_t own_rows(const Layout& layout, int32_t segment, int32_t begin, int query_block) {
+  return layout.segment_end(segment) - tile_begin_of(layout, segment, begin, query_block);
 }
 
 }  // namespace
 
-int64_t key_tile_query_rows(const Layout& layout, const TileWork& tile, int query_block) {
-  const int32_t first_query = tile_begin_of(layout, tile.segment, tile.begin, query_block);
-  if (tile.segment != tile.prompt_segment) return layout.segment_end(tile.segment) - first_query;
-  const int64_t prompt_rows = layout.segment_end(tile.segment) - first_query;
-  const int64_t response_rows = layout.segment_begin(tile.group_end_segment) - layout.segment_end(tile.prompt_segment);
-  return prompt_rows + response_rows;
+int64_t key_tile_query_rows(const Layout& layout, const BackwardRuns& runs, const TileWork& tile, int query_block) {
+  return own_rows(layout, tile.segment, tile.begin, query_block) + descendant_rows(runs, tile.run_begin, tile.run_end);
 }
 
-int64_t query_tile_key_rows(const Layout& layout, const TileWork& tile, int query_block) {
-  const int64_t last_query_end = std::min<int64_t>(int64_t{tile.begin} + query_block, layout.segment_end(tile.segment));
-  const int64_t own_rows = last_query_end - layout.segment_begin(tile.segment);
-  if (tile.segment == tile.prompt_segment) return own_rows;
-  const int64_t prompt_rows = layout.segment_end(tile.prompt_segment) - layout.segment_begin(tile.prompt_segment);
-  return prompt_rows + own_rows;
-}
-
-std::vector<TileWork> plan_key_tiles(const Layout& layout, int key_block, int query_block) {
-  std::vector<TileWork> tiles = tiles_in_packed_order(layout, key_block);
-  const auto rows = [&](const TileWork& t) { return key_tile_query_rows(layout, t, query_block); };
-  // A response's key tiles are one unit, weighed by its heaviest (first) tile: they read the same
-  // query rows and add into the same dQ rows, so running them together keeps those rows in L2.
-  const auto unit_rows = [&](const TileWork& t) {
-    if (t.segment == t.prompt_segment) return rows(t);
-    return rows(TileWork{layout.segment_begin(t.segment), t.segment, t.prompt_segment, t.group_end_segment});
+std::vector<TileWork> plan_key_tiles(const Layout& layout, const BackwardRuns& runs, int key_block, int query_block) {
+  // Each tile with its sort key: (its unit's rows, -segment, its rows). A leaf's key tiles are one
+  // unit, weighed by its heaviest (first) tile: they read the same query rows and add into the
+  // same dQ rows, so running them together keeps those rows in L2.
+  struct Keyed {
+    TileWork tile;
+    std::tuple<int64_t, int32_t, int64_t> key;
   };
+  std::vector<Keyed> keyed;
+  keyed.reserve(static_cast<size_t>(count_tiles(layout, key_block)));
+  for (int32_t s = 0; s < layout.num_segments(); ++s) {
+    const RunInterval walk = runs.walks[static_cast<size_t>(s)];
+    const int64_t shared_rows = descendant_rows(runs, walk.begin, walk.end);
+    const bool leaf = walk.end - walk.begin == 1;
+    const int64_t unit_rows = own_rows(layout, s, layout.segment_begin(s), query_block) + shared_rows;
+    for (int64_t begin = layout.segment_begin(s); begin < layout.segment_end(s); begin += key_block) {
+      const TileWork tile{static_cast<int32_t>(begin), s, walk.begin, walk.end};
+      const int64_t rows = own_rows(layout, s, tile.begin, query_block) + shared_rows;
+      keyed.push_back({tile, {leaf ? unit_rows : rows, -s, rows}});
+    }
+  }
   // Units heaviest first; a unit's tiles together (segment ascending), heaviest first inside.
-  sort_heaviest_first(tiles, [&](const TileWork& t) { return std::tuple(unit_rows(t), -t.segment, rows(t)); });
-  return tiles;
-}
-
-std::vector<TileWork> plan_query_tiles(const Layout& layout, int query_block) {
-  std::vector<TileWork> tiles = tiles_in_packed_order(layout, query_block);
-  sort_heaviest_first(tiles, [&](const TileWork& t) { return query_tile_key_rows(layout, t, query_block); });
+  std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) { return a.key > b.key; });
+  std::vector<TileWork> tiles;
+  tiles.reserve(keyed.size());
+  for (const Keyed& k : keyed) tiles.push_back(k.tile);
   return tiles;
 }
 
 int64_t count_tiles(const Layout& layout, int block) {
   int64_t tiles = 0;
-  for (int32_t s = 0; s < layout.num_segments(); ++s) {
-    const int64_t length = layout.segment_end(s) - layout.segment_begin(s);
-    tiles += (length + block - 1) / block;
-  }
+  for (int32_t s = 0; s < layout.num_segments(); ++s) tiles += (int64_t{layout.segment_length(s)} + block - 1) / block;
   return tiles;
 }
 
 PlanImage backward_plan_image(const Layout& layout, int key_block, int query_block, int dq_query_block) {
+  const BackwardRuns runs = plan_runs(layout);
+  const QueryPlan dq_plan = dq_query_block > 0 ? build_query_plan(layout, dq_query_block) : QueryPlan{};
   PlanImage image;
   image.append(layout.cu_seqlens());
-  image.append(plan_key_tiles(layout, key_block, query_block));
-  image.append(dq_query_block > 0 ? plan_query_tiles(layout, dq_query_block) : std::vector<TileWork>{});
-  image.append(layout.cu_groups());
+  image.append(plan_key_tiles(layout, runs, key_block, query_block));
+  image.append(dq_plan.tiles);
+  image.append(dq_plan.ranges);
+  image.append(runs.cu_runs);
+  image.append(runs.table);
   return image;
 }
 

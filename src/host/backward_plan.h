@@ -3,24 +3,39 @@
 //
 // The backward runs two kinds of tiles over the packed layout (layout.h):
 //   key tiles   (KV-major kernel): kKeyBlock keys of one segment. The kernel walks every query
-//               tile that sees them and owns their dK/dV outright.
-//   query tiles (deterministic dQ kernel): kQueryBlock queries of one segment. The kernel walks
-//               every key tile they see and owns their dQ outright.
-// Tiles never cross a segment boundary and start at multiples of the block from the segment's
-// first token, so query and key tiles of one segment line up. Both lists are ordered heaviest
-// first (longest-processing-time order), so the long prompt tiles start before the short
-// response tiles fill the tail of the grid. In the key tile list a response's tiles are one unit,
-// weighed by its heaviest tile and kept together (heaviest first inside): they read the same
-// query rows and add into the same dQ rows, which then stay in L2 while they run. Ordered tile by
-// tile instead, the kernel's last phase (response tiles only) ran 1.5x slower per step
-// (docs/decisions.md, "Work order, tiles and memory").
+//               tile that sees them (cuda/common/query_walk.h) and owns their dK/dV outright.
+//   query tiles (deterministic dQ kernel): kQueryBlock queries of one segment with their key
+//               ranges, the forward's plan (host/query_plan.h). The kernel walks every key block
+//               they see and owns their dQ outright.
+// Key tiles never cross a segment boundary and start at multiples of the block from the
+// segment's first token. The key tile list is ordered heaviest first (longest-processing-time
+// order), so the long tiles of shared segments (prompts) start before the short tiles of leaves
+// (responses) fill the tail of the grid. A leaf's key tiles are one unit, weighed by its heaviest
+// tile and kept together (heaviest first inside): they read the same query rows and add into the
+// same dQ rows, which then stay in L2 while they run. Ordered tile by tile instead, the kernel's
+// last phase (response tiles only) ran 1.5x slower per step (docs/decisions.md,
+// "Work order, tiles and memory").
+//
+// Runs: the query tiles a key tile's walk visits lie on runs of consecutive segments, each tiled
+// from its own first token, so a walk across several segments takes full tiles across their
+// boundaries (two-level layouts: a group's prompt is one run, its responses together another).
+// A run ends wherever some segment's descendants begin or end, and at every root: so every run
+// is either wholly a descendant of a segment or wholly not, and a walk's leg over a segment's
+// descendants is whole runs, with no row of a tile outside them but rows past a run's end.
+// A key tile's walk is a list in the run table: first the run holding its segment (its own
+// queries, causally, from the key tile's query tile on), then the runs of its descendants, then
+// an empty entry that ends it (the kernels' walk then needs no count: cuda/common/query_walk.h).
+// The leaves of one run share one list. Every other segment has a list of its own, as long as
+// its descendants have runs: the plan is linear in the walks' steps, not in the tokens (a chain
+// 16 deep holds 16 runs and a list for each of its segments).
 //
 // Device plan (backward_plan_image, cached with the layout: host/plan_cache.h):
-//   cu_seqlens int32 (S + 1): the layout's segment offsets, for the kernels' query/key ranges
-//   key tiles  TileWork[]
-//   query tiles TileWork[], empty unless the dQ kernel runs (deterministic mode)
-//   cu_groups  int32 (G + 1): the layout's group offsets in segments, for the runs of the Hopper
-//              dQ accumulator (sm90/backward/dq_accumulator.h)
+//   cu_seqlens  int32 (S + 1): the layout's segment offsets, for the kernels' query/key ranges
+//   key tiles   TileWork[]
+//   query tiles QueryTile[] and their KeyRange[], empty unless the dQ kernel runs (deterministic)
+//   cu_runs     int32 (R + 1): the runs' first segments, for the Hopper dQ accumulator's
+//               (sm90/backward/dq_accumulator.h) convert pass
+//   run table   QueryRun[]: the walks' lists
 // Device workspace of one call (one allocation, every region 16-byte aligned):
 //   dq_accum   fp32 (H, T, d), contiguous; only when dQ is accumulated with atomics
 //   delta      fp32 (H, T') rows of stats_row_stride = T rounded up to 4 floats, so each head's row
@@ -39,37 +54,63 @@
 
 #include "dualkv/layout.h"
 #include "host/plan_cache.h"
+#include "host/query_plan.h"
 
 namespace dualkv::detail {
 
-// One tile of one segment; 16 bytes so a kernel reads it with one vector load.
+// One key tile; 16 bytes so a kernel reads it with one vector load.
 struct TileWork {
-  int32_t begin;              // first token of the tile
-  int32_t segment;            // segment holding the tile
-  int32_t prompt_segment;     // the group's prompt segment
-  int32_t group_end_segment;  // one past the group's last segment
+  int32_t begin;      // first token of the tile
+  int32_t segment;    // segment holding the tile
+  int32_t run_begin;  // the tile's walk: entries [run_begin, run_end) of the run table, the first
+  int32_t run_end;    // the run holding `segment`, the others its descendants' runs; entry
+                      // run_end is empty (begin == end), the walk's end
 };
 static_assert(sizeof(TileWork) == 16, "TileWork is read as one int4 on the device");
 
-// Query rows a key tile's dK/dV gather: for a prompt key tile, the prompt's queries from the
-// key tile's own query tile on plus every response of the group; for a response key tile, that
-// response's queries from its own query tile on.
-int64_t key_tile_query_rows(const Layout& layout, const TileWork& tile, int query_block);
+// One run of consecutive segments whose query tiles lie back to back; 16 bytes, one vector load.
+struct QueryRun {
+  int32_t first_segment;
+  int32_t end_segment;  // one past its last segment
+  int32_t begin;        // its first token
+  int32_t end;          // one past its last token
+};
+static_assert(sizeof(QueryRun) == 16, "QueryRun is read as one int4 on the device");
 
-// Keys a query tile's dQ gathers: a prompt tile sees the prompt up to its last query; a response
-// tile sees the whole prompt plus its response up to its last query.
-int64_t query_tile_key_rows(const Layout& layout, const TileWork& tile, int query_block);
+// Entries [begin, end) of the run table.
+struct RunInterval {
+  int32_t begin;
+  int32_t end;
+};
 
-// Tiles of `block` tokens over every segment, heaviest first by key_tile_query_rows (stable).
-std::vector<TileWork> plan_key_tiles(const Layout& layout, int key_block, int query_block);
-// Tiles of `block` tokens over every segment, heaviest first by query_tile_key_rows (stable).
-std::vector<TileWork> plan_query_tiles(const Layout& layout, int query_block);
+struct BackwardRuns {
+  std::vector<int32_t> cu_runs;    // R + 1 segment indices: run r is segments [cu_runs[r], cu_runs[r + 1])
+  std::vector<QueryRun> table;     // the walks' lists, each ended by an empty entry
+  std::vector<RunInterval> walks;  // per segment: its key tiles' walk, the ending entry excluded
+};
 
-// sum over segments of ceil(length / block): the length of either list.
+BackwardRuns plan_runs(const Layout& layout);
+
+// Query rows a key tile's dK/dV gather: its segment's queries from its own (segment-aligned)
+// query tile on, plus every query of its descendants.
+int64_t key_tile_query_rows(const Layout& layout, const BackwardRuns& runs, const TileWork& tile, int query_block);
+
+// Key tiles of `key_block` tokens over every segment, in units (a leaf's tiles together) heaviest
+// first by key_tile_query_rows (stable).
+std::vector<TileWork> plan_key_tiles(const Layout& layout, const BackwardRuns& runs, int key_block, int query_block);
+
+// sum over segments of ceil(length / block): the length of either tile list.
 int64_t count_tiles(const Layout& layout, int block);
 
 // The regions of backward_plan_image, in order.
-enum BackwardPlanRegion : size_t { kCuSeqlensRegion, kKeyTilesRegion, kQueryTilesRegion, kCuGroupsRegion };
+enum BackwardPlanRegion : size_t {
+  kCuSeqlensRegion,
+  kKeyTilesRegion,
+  kQueryTilesRegion,
+  kQueryKeyRangesRegion,
+  kCuRunsRegion,
+  kRunTableRegion
+};
 
 // The device plan of a backward with key tiles of key_block tokens walked in query steps of
 // query_block, and query tiles of dq_query_block tokens (0: no dQ kernel, no query tiles).

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "host/tree_ranges.h"
+
 namespace dualkv::detail {
 
 int64_t visible_keys_of_last_row(const QueryPlan& plan, const QueryTile& tile) {
@@ -13,20 +15,19 @@ int64_t visible_keys_of_last_row(const QueryPlan& plan, const QueryTile& tile) {
 
 QueryPlan build_query_plan(const Layout& layout, int block_m) {
   QueryPlan plan;
-  for (int32_t g = 0; g < layout.num_groups(); ++g) {
-    const int32_t prompt = layout.prompt_segment(g);
-    for (int32_t s = prompt; s < layout.cu_groups()[g + 1]; ++s) {
-      const int32_t begin = layout.segment_begin(s);
-      const int32_t end = layout.segment_end(s);
-      for (int64_t q = begin; q < end; q += block_m) {
-        const auto q_begin = static_cast<int32_t>(q);
-        const auto q_end = static_cast<int32_t>(std::min<int64_t>(q + block_m, end));
-        const auto range_begin = static_cast<int32_t>(plan.ranges.size());
-        // A prompt tile's own causal range already covers the prompt: no ancestor range.
-        if (s != prompt) plan.ranges.push_back({layout.prompt_begin(g), layout.prompt_end(g)});
-        plan.ranges.push_back({begin, q_end});
-        plan.tiles.push_back({q_begin, q_end, range_begin, static_cast<int32_t>(plan.ranges.size())});
+  const SegmentIntervals ancestors = ancestor_intervals(layout);
+  for (int32_t s = 0; s < layout.num_segments(); ++s) {
+    const int32_t begin = layout.segment_begin(s);
+    const int32_t end = layout.segment_end(s);
+    for (int64_t q = begin; q < end; q += block_m) {
+      const auto q_begin = static_cast<int32_t>(q);
+      const auto q_end = static_cast<int32_t>(std::min<int64_t>(q + block_m, end));
+      const auto range_begin = static_cast<int32_t>(plan.ranges.size());
+      for (const SegmentInterval* a = ancestors.begin(s); a != ancestors.end(s); ++a) {
+        plan.ranges.push_back({layout.segment_begin(a->first), layout.segment_begin(a->end)});
       }
+      plan.ranges.push_back({begin, q_end});
+      plan.tiles.push_back({q_begin, q_end, range_begin, static_cast<int32_t>(plan.ranges.size())});
     }
   }
   std::vector<int64_t> weight(plan.tiles.size());

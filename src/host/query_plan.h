@@ -4,10 +4,11 @@
 //
 // A query tile is at most block_m consecutive query rows of ONE segment (tiles never straddle
 // segments, so every row of a tile has the same visibility rule). Its key ranges, in ascending key
-// order, are the segments it sees: every range but the last is an ancestor segment read in full
-// (today: the group's prompt, for a response tile), and the last is the tile's own segment read
-// causally, keys [segment begin, q_end) with key <= query. A prefix tree (multi-turn rollouts) is
-// a longer list of ancestors: a new layout and planner, the same kernels.
+// order, are the segments it sees: every range but the last is a run of consecutive ancestor
+// segments read in full (two-level layouts: the group's prompt, for a response tile; trees: the
+// path's ancestors, merged where they are contiguous in packed order), and the last is the tile's
+// own segment read causally, keys [segment begin, q_end) with key <= query. A tree is a longer
+// list of ancestors: the same kernels. Built in time linear in the plan (host/tree_ranges.h).
 //
 // Tiles are ordered heaviest first (most visible keys) so that a grid walking the list in order
 // starts the long tiles early and finishes with short ones, which balances the last wave.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/attention_problem.h"
+#include "cpu/error_budget.h"
 #include "cpu/oracle_dense_mask.h"
 #include "cpu/oracle_ncopy.h"
 #include "cpu/test_support.h"
@@ -20,19 +21,6 @@ namespace {
 
 using dualkv::Accumulation;
 using dualkv::DType;
-
-// Error budget relative to |expected| + rms(expected) (see all_close), in machine epsilons:
-// - storage: outputs are rounded once to their dtype (half an epsilon), with margin; the
-//   backward pass reads `out` as rounded by forward, and dS = P (dP - rowsum(dO * O)) subtracts
-//   two similar numbers, which amplifies that rounding by a small factor in dQ and dK;
-// - accumulation: rounding errors of a sum of n terms grow like sqrt(n) epsilon (random walk),
-//   n being the longest sum formed: head_dim products per score, or the visible keys of a row;
-// - LSE: backward recomputes P = exp(s - lse) from the fp32 LSE, so every P of a row carries the
-//   relative error |lse| * eps(fp32) / 2 whatever the accumulation precision.
-constexpr double kStorageRoundings = 1.0;
-constexpr double kBackwardStorageRoundings = 8.0;
-constexpr double kAccumulationRoundingsPerSqrtTerm = 4.0;
-constexpr double kLseRoundings = 2.0;
 
 int64_t longest_sum(const ProblemShape& shape) {
   int64_t longest_keys = 0;
@@ -45,14 +33,7 @@ int64_t longest_sum(const ProblemShape& shape) {
 }
 
 double accumulation_error(const ProblemShape& shape, Accumulation accumulation) {
-  return kAccumulationRoundingsPerSqrtTerm * accumulation_epsilon(accumulation) *
-         std::sqrt(static_cast<double>(longest_sum(shape)));
-}
-
-double max_abs(const DenseTensor& tensor) {
-  double largest = 0.0;
-  for (double value : tensor.values) largest = std::max(largest, std::abs(value));
-  return largest;
+  return dualkv_test::accumulation_error(longest_sum(shape), accumulation);
 }
 
 struct GridCase {

@@ -83,11 +83,23 @@ const char* view_kind_name(ViewKind kind) {
   return "unknown";
 }
 
+namespace {
+
+int64_t tokens_of(const ProblemShape& shape) {
+  return shape.tree.lengths.empty() ? packed_token_count(shape.batch) : tree_token_count(shape.tree);
+}
+
+dualkv::Layout layout_of(const ProblemShape& shape) {
+  if (shape.tree.lengths.empty()) return make_layout(shape.batch);
+  return dualkv::Layout::from_tree(shape.tree.parents, shape.tree.lengths);
+}
+
+}  // namespace
+
 AttentionProblem::AttentionProblem(const ProblemShape& shape, std::mt19937_64& rng)
-    : lse(shape.heads, packed_token_count(shape.batch),
-          packed_token_count(shape.batch) + (shape.views == ViewKind::kPadded ? kLsePadding : 0)),
+    : lse(shape.heads, tokens_of(shape), tokens_of(shape) + (shape.views == ViewKind::kPadded ? kLsePadding : 0)),
       shape_(shape),
-      layout_(make_layout(shape.batch)) {
+      layout_(layout_of(shape)) {
   const int64_t tokens = layout_.total_tokens();
   const std::vector<int64_t> qkv_heads = {shape.heads, shape.kv_heads, shape.kv_heads};
   std::vector<StridedTensor> inputs = make_views(shape.views, shape.dtype, tokens, qkv_heads, shape.head_dim);

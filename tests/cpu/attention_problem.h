@@ -10,6 +10,7 @@
 
 #include "cpu/batch_spec.h"
 #include "cpu/test_support.h"
+#include "cpu/tree_spec.h"
 #include "dualkv/dualkv.h"
 
 namespace dualkv_test {
@@ -26,6 +27,7 @@ const char* view_kind_name(ViewKind kind);
 
 struct ProblemShape {
   BatchSpec batch;
+  TreeSpec tree;  // when it has segments, the layout is this tree and `batch` is unused
   int64_t heads = 1;
   int64_t kv_heads = 1;
   int64_t head_dim = 1;

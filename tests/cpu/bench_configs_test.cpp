@@ -53,6 +53,14 @@ TEST(BenchConfigs, HeadDimOtherThanDesignsIsNamed) {
   EXPECT_EQ(config.name(), "N2_P4_R2-3_d64");
 }
 
+TEST(BenchConfigs, HeadsOtherThanDesignsAreNamed) {
+  BenchConfig config = parse_configs("32x8192").front();
+  config.heads = 24;
+  config.kv_heads = 4;
+  config.head_dim = 256;
+  EXPECT_EQ(config.name(), "N32_P8192_H24k4_d256");
+}
+
 TEST(BenchConfigs, MalformedItemsAreRejectedWithTheItem) {
   for (const std::string text : {"", "28", "28x", "x4096", "0x4096", "28x-1", "4096:", "4096:12//3", "4096:0", ":12",
                                  "4096:1.5", "28x4096,", "4096:12/", "1234567890x4"}) {

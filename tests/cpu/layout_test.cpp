@@ -10,7 +10,9 @@
 #include "cpu/batch_spec.h"
 #include "cpu/oracle_dense_mask.h"
 #include "cpu/oracle_ncopy.h"
+#include "cpu/oracle_tree.h"
 #include "cpu/test_support.h"
+#include "cpu/tree_spec.h"
 
 namespace dualkv_test {
 namespace {
@@ -118,6 +120,62 @@ TEST(Layout, PairCountsDoNotOverflowAtTrainingScale) {
   EXPECT_EQ(layout.ncopy_pairs(), copies * (sequence * (sequence + 1) / 2));
   EXPECT_EQ(layout.visible_pairs(),
             prompt * (prompt + 1) / 2 + copies * (response * prompt + response * (response + 1) / 2));
+}
+
+// A tree's accessors against the parents and lengths: positions continue along the path, the
+// depth is the longest path's segments, the pair counts are the tree mask's and the paths'.
+TEST(Layout, FromTreeAccessorsMatchTheTree) {
+  std::mt19937_64 rng = rng_for_current_test();
+  for (int trial = 0; trial < 20; ++trial) {
+    TreeShape shape;
+    shape.max_depth = 1 + trial % 8;
+    shape.roots = 1 + trial % 3;
+    shape.depth_first = trial % 2 == 0;
+    const TreeSpec tree = random_tree(shape, rng);
+    const dualkv::Layout layout = dualkv::Layout::from_tree(tree.parents, tree.lengths);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    ASSERT_EQ(layout.num_segments(), static_cast<int32_t>(tree.lengths.size()));
+    EXPECT_EQ(layout.total_tokens(), tree_token_count(tree));
+    EXPECT_EQ(layout.depth(), shape.max_depth);
+    int64_t begin = 0;
+    for (size_t s = 0; s < tree.lengths.size(); ++s) {
+      EXPECT_EQ(layout.parent(static_cast<int32_t>(s)), tree.parents[s]);
+      EXPECT_EQ(layout.segment_begin(static_cast<int32_t>(s)), begin);
+      begin += tree.lengths[s];
+      int64_t ancestors = 0;
+      for (int64_t a = tree.parents[s]; a >= 0; a = tree.parents[static_cast<size_t>(a)]) {
+        ancestors += tree.lengths[static_cast<size_t>(a)];
+      }
+      EXPECT_EQ(layout.position_begin(static_cast<int32_t>(s)), ancestors) << "segment " << s;
+    }
+    EXPECT_EQ(layout.visible_pairs(), oracle::tree_mask(tree).count_visible());
+    int64_t path_tokens = 0, path_pairs = 0;
+    for (const oracle::CopiedSequence& path : oracle::path_sequences(tree)) {
+      path_tokens += static_cast<int64_t>(path.packed_rows.size());
+      path_pairs += oracle::KeyMask::causal(static_cast<int64_t>(path.packed_rows.size())).count_visible();
+    }
+    EXPECT_EQ(layout.ncopy_tokens(), path_tokens);
+    EXPECT_EQ(layout.ncopy_pairs(), path_pairs);
+  }
+}
+
+// Two-level trees have groups, whatever factory made them; other trees have none.
+TEST(Layout, TwoLevelTreesHaveGroups) {
+  const BatchSpec batch = mixed_batch();
+  const TreeSpec tree = tree_of(batch);
+  const dualkv::Layout from_tree = dualkv::Layout::from_tree(tree.parents, tree.lengths);
+  ASSERT_TRUE(from_tree.is_two_level());
+  expect_layout_matches(from_tree, batch);
+  EXPECT_EQ(from_tree.parents(), make_layout(batch).parents());
+  const auto groups_of = [](std::vector<int64_t> parents, std::vector<int64_t> lengths) {
+    return dualkv::Layout::from_tree(parents, lengths);
+  };
+  EXPECT_FALSE(groups_of({-1}, {3}).is_two_level());               // a root without children
+  EXPECT_FALSE(groups_of({-1, 0, -1}, {3, 1, 2}).is_two_level());  // the last root has none
+  EXPECT_FALSE(groups_of({-1, 0, 1}, {3, 1, 2}).is_two_level());   // depth 3
+  EXPECT_FALSE(groups_of({-1, -1, 0}, {3, 1, 2}).is_two_level());  // a child apart from its root
+  EXPECT_EQ(groups_of({-1, 0, 1}, {3, 1, 2}).num_groups(), 0);
+  EXPECT_TRUE(groups_of({-1, 0, 0, -1, 3}, {3, 1, 2, 1, 1}).is_two_level());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "cpu/attention_problem.h"
 #include "cpu/oracle_dense_mask.h"
+#include "cpu/oracle_tree.h"
 #include "cpu/test_support.h"
 #include "dualkv/dualkv.h"
 
@@ -24,15 +25,21 @@ enum class PoisonedInput { kQ, kK, kV, kDout };
 struct NanCase {
   std::string name;
   PoisonedInput input;
-  int64_t token;  // in the batch below: 0..3 prompt of group 0, 4..5 and 6..8 its responses
+  int64_t token;  // in the batch below: 0..3 prompt of group 0, 4..5 and 6..8 its responses;
+                  // in the tree: segments 0..6 at tokens 0, 3, 5, 7, 8, 10, 12
   int64_t head;
+  bool tree = false;
 };
 
 void PrintTo(const NanCase& nan_case, std::ostream* os) { *os << nan_case.name; }
 
-ProblemShape nan_shape() {
+// A root with a branch of two leaves and a leaf of its own, then a second tree of two segments.
+const TreeSpec kNanTree{{-1, 0, 1, 1, 0, -1, 5}, {3, 2, 2, 1, 2, 2, 2}};
+
+ProblemShape nan_shape(bool tree) {
   ProblemShape shape;
   shape.batch = {{4, {2, 3}}, {2, {1, 2}}};
+  if (tree) shape.tree = kNanTree;
   shape.heads = 4;
   shape.kv_heads = 2;
   shape.head_dim = 8;
@@ -64,8 +71,8 @@ class NanPropagation : public ::testing::TestWithParam<NanCase> {};
 
 TEST_P(NanPropagation, ReachesExactlyTheDependentOutputs) {
   std::mt19937_64 rng = rng_for_current_test();
-  AttentionProblem problem(nan_shape(), rng);
   const NanCase& nan_case = GetParam();
+  AttentionProblem problem(nan_shape(nan_case.tree), rng);
   StridedTensor* poisoned = nullptr;
   switch (nan_case.input) {
     case PoisonedInput::kQ:
@@ -86,15 +93,18 @@ TEST_P(NanPropagation, ReachesExactlyTheDependentOutputs) {
   dualkv::forward(problem.layout(), problem.forward_params(dualkv::Accumulation::kFloat32));
   dualkv::backward(problem.layout(), problem.backward_params(dualkv::Accumulation::kFloat32));
 
-  const BatchSpec& batch = nan_shape().batch;
+  const BatchSpec& batch = nan_shape(false).batch;
   const DenseTensor q = to_dense(problem.q), k = to_dense(problem.k), v = to_dense(problem.v);
   const double scale = problem.softmax_scale;
   if (nan_case.input != PoisonedInput::kDout) {
-    const oracle::ForwardResult expected = oracle::dense_mask_forward(batch, q, k, v, scale);
+    const oracle::ForwardResult expected = nan_case.tree ? oracle::tree_mask_forward(kNanTree, q, k, v, scale)
+                                                         : oracle::dense_mask_forward(batch, q, k, v, scale);
     EXPECT_TRUE(same_nan_pattern_and_close(to_dense(problem.out), expected.out)) << "O";
     EXPECT_TRUE(same_nan_pattern_and_close(problem.lse.to_dense(), expected.lse)) << "LSE";
   }
-  const oracle::Gradients expected = oracle::dense_mask_backward(batch, q, k, v, to_dense(problem.dout), scale);
+  const DenseTensor dout = to_dense(problem.dout);
+  const oracle::Gradients expected = nan_case.tree ? oracle::tree_mask_backward(kNanTree, q, k, v, dout, scale)
+                                                   : oracle::dense_mask_backward(batch, q, k, v, dout, scale);
   EXPECT_TRUE(same_nan_pattern_and_close(to_dense(problem.dq), expected.dq)) << "dQ";
   EXPECT_TRUE(same_nan_pattern_and_close(to_dense(problem.dk), expected.dk)) << "dK";
   EXPECT_TRUE(same_nan_pattern_and_close(to_dense(problem.dv), expected.dv)) << "dV";
@@ -112,7 +122,13 @@ INSTANTIATE_TEST_SUITE_P(Inputs, NanPropagation,
                                            NanCase{"ValueInSharedPrompt", PoisonedInput::kV, 0, 0},
                                            NanCase{"ValueInSecondGroup", PoisonedInput::kV, 12, 1},
                                            NanCase{"OutputGradientInResponse", PoisonedInput::kDout, 8, 3},
-                                           NanCase{"OutputGradientInPrompt", PoisonedInput::kDout, 3, 1}),
+                                           NanCase{"OutputGradientInPrompt", PoisonedInput::kDout, 3, 1},
+                                           NanCase{"TreeKeyInALeaf", PoisonedInput::kK, 5, 0, true},
+                                           NanCase{"TreeKeyInABranch", PoisonedInput::kK, 4, 1, true},
+                                           NanCase{"TreeQueryInABranch", PoisonedInput::kQ, 3, 2, true},
+                                           NanCase{"TreeValueInTheRoot", PoisonedInput::kV, 1, 0, true},
+                                           NanCase{"TreeValueInTheSecondTree", PoisonedInput::kV, 11, 1, true},
+                                           NanCase{"TreeOutputGradientInALeaf", PoisonedInput::kDout, 7, 3, true}),
                          [](const ::testing::TestParamInfo<NanCase>& info) { return info.param.name; });
 
 }  // namespace

@@ -62,10 +62,10 @@ std::vector<CopiedSequence> ncopy_sequences(const BatchSpec& batch) {
   return sequences;
 }
 
-ForwardResult ncopy_forward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
-                            double scale) {
+ForwardResult sequences_forward(const std::vector<CopiedSequence>& sequences, const DenseTensor& q,
+                                const DenseTensor& k, const DenseTensor& v, double scale) {
   ForwardResult packed{DenseTensor(q.tokens, q.heads, q.dim), DenseTensor(q.tokens, q.heads, 1)};
-  for (const CopiedSequence& sequence : all_sequences(batch)) {
+  for (const CopiedSequence& sequence : sequences) {
     const auto& rows = sequence.packed_rows;
     const ForwardResult result =
         masked_attention_forward(gather_rows(q, rows), gather_rows(k, rows), gather_rows(v, rows),
@@ -76,11 +76,11 @@ ForwardResult ncopy_forward(const BatchSpec& batch, const DenseTensor& q, const 
   return packed;
 }
 
-Gradients ncopy_backward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
-                         const DenseTensor& dout, double scale) {
+Gradients sequences_backward(const std::vector<CopiedSequence>& sequences, const DenseTensor& q, const DenseTensor& k,
+                             const DenseTensor& v, const DenseTensor& dout, double scale) {
   Gradients packed{DenseTensor(q.tokens, q.heads, q.dim), DenseTensor(k.tokens, k.heads, k.dim),
                    DenseTensor(v.tokens, v.heads, v.dim)};
-  for (const CopiedSequence& sequence : all_sequences(batch)) {
+  for (const CopiedSequence& sequence : sequences) {
     const auto& rows = sequence.packed_rows;
     DenseTensor sequence_dout = gather_rows(dout, rows);
     for (int64_t r = 0; r < sequence.scored_from; ++r) {
@@ -96,6 +96,16 @@ Gradients ncopy_backward(const BatchSpec& batch, const DenseTensor& q, const Den
     scatter_rows(grads.dv, rows, 0, true, packed.dv);
   }
   return packed;
+}
+
+ForwardResult ncopy_forward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
+                            double scale) {
+  return sequences_forward(all_sequences(batch), q, k, v, scale);
+}
+
+Gradients ncopy_backward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
+                         const DenseTensor& dout, double scale) {
+  return sequences_backward(all_sequences(batch), q, k, v, dout, scale);
 }
 
 }  // namespace dualkv_test::oracle

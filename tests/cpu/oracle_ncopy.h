@@ -25,6 +25,14 @@ struct CopiedSequence {
 // The N-copy layout proper: [prompt_g; response_i] for every response, in packed order.
 std::vector<CopiedSequence> ncopy_sequences(const BatchSpec& batch);
 
+// Causal attention over each sequence alone, mapped back to the packed rows: a sequence's rows from
+// scored_from on take its outputs (each packed row must be scored by exactly one sequence); its
+// earlier rows carry no output gradient, and every row's dK/dV sum over the sequences holding it.
+ForwardResult sequences_forward(const std::vector<CopiedSequence>& sequences, const DenseTensor& q,
+                                const DenseTensor& k, const DenseTensor& v, double scale);
+Gradients sequences_backward(const std::vector<CopiedSequence>& sequences, const DenseTensor& q, const DenseTensor& k,
+                             const DenseTensor& v, const DenseTensor& dout, double scale);
+
 ForwardResult ncopy_forward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k, const DenseTensor& v,
                             double scale);
 

@@ -1,7 +1,8 @@
 // The forward work plan and the key-block walk every kernel family runs over it, against the mask
-// definition of include/dualkv/layout.h: every query row in exactly one tile; walking a tile's blocks and
-// applying each block's mask leaves exactly the keys each row sees, each once; unmasked blocks
-// hold only visible pairs.
+// definition of include/dualkv/layout.h (tree layouts, two-level ones among them): every query row in
+// exactly one tile; walking a tile's blocks and applying each block's mask leaves exactly the keys
+// each row sees, each once; unmasked blocks hold only visible pairs; a tile's ancestor ranges are
+// merged wherever they touch.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -9,6 +10,8 @@
 #include <set>
 #include <vector>
 
+#include "cpu/oracle_tree.h"
+#include "cpu/tree_spec.h"
 #include "cuda/common/key_block_walk.h"
 #include "dualkv/layout.h"
 #include "host/query_plan.h"
@@ -16,30 +19,24 @@
 namespace dualkv::detail {
 namespace {
 
-// Segment and group of every token, recomputed from the offsets alone.
+// The tree's mask (oracle_tree.h) and the segment of every token, from the tree alone.
 struct TokenOwners {
-  std::vector<int32_t> segment, group;
-  std::vector<bool> in_prompt;
+  std::vector<int64_t> segment;
+  dualkv_test::oracle::KeyMask mask;
+  explicit TokenOwners(const dualkv_test::TreeSpec& tree)
+      : segment(dualkv_test::segment_of_tokens(tree)), mask(dualkv_test::oracle::tree_mask(tree)) {}
 };
 
-TokenOwners owners_of(const Layout& layout) {
-  TokenOwners owners;
-  for (int32_t g = 0; g < layout.num_groups(); ++g) {
-    for (int32_t s = layout.cu_groups()[g]; s < layout.cu_groups()[g + 1]; ++s) {
-      for (int32_t t = layout.cu_seqlens()[s]; t < layout.cu_seqlens()[s + 1]; ++t) {
-        owners.segment.push_back(s);
-        owners.group.push_back(g);
-        owners.in_prompt.push_back(s == layout.cu_groups()[g]);
-      }
-    }
-  }
-  return owners;
+bool visible(const TokenOwners& o, int32_t q, int32_t k) { return o.mask.visible(q, k); }
+
+dualkv_test::TreeSpec tree_of_lengths(const std::vector<int64_t>& prompts,
+                                      const std::vector<std::vector<int64_t>>& responses) {
+  dualkv_test::BatchSpec batch;
+  for (size_t g = 0; g < prompts.size(); ++g) batch.push_back({prompts[g], responses[g]});
+  return dualkv_test::tree_of(batch);
 }
 
-// Query q sees key k iff same group, k <= q, and k in the prompt or in q's own segment.
-bool visible(const TokenOwners& o, int32_t q, int32_t k) {
-  return o.group[q] == o.group[k] && k <= q && (o.in_prompt[k] || o.segment[k] == o.segment[q]);
-}
+Layout layout_of(const dualkv_test::TreeSpec& tree) { return Layout::from_tree(tree.parents, tree.lengths); }
 
 // What a kernel keeps of block key `key` for query `query` after the block's mask.
 bool kept(BlockMask mask, int32_t query, int32_t key, int32_t range_end) {
@@ -73,9 +70,10 @@ void check_walk(const Layout& layout, const QueryPlan& plan, const QueryTile& ti
   }
 }
 
-void check_plan(const Layout& layout, int block_m) {
+void check_plan(const dualkv_test::TreeSpec& tree, int block_m) {
   SCOPED_TRACE("block_m " + std::to_string(block_m));
-  const TokenOwners owners = owners_of(layout);
+  const Layout layout = layout_of(tree);
+  const TokenOwners owners(tree);
   const QueryPlan plan = build_query_plan(layout, block_m);
   std::vector<int> covered(layout.total_tokens(), 0);
   for (size_t i = 0; i < plan.tiles.size(); ++i) {
@@ -86,7 +84,7 @@ void check_plan(const Layout& layout, int block_m) {
     ASSERT_LE(tile.q_end - tile.q_begin, block_m);
     ASSERT_LT(tile.range_begin, tile.range_end);
     ASSERT_LE(tile.range_end, static_cast<int32_t>(plan.ranges.size()));
-    const int32_t segment = owners.segment[tile.q_begin];
+    const auto segment = static_cast<int32_t>(owners.segment[tile.q_begin]);
     EXPECT_EQ(owners.segment[tile.q_end - 1], segment) << "tile straddles segments";
     // Only a segment's last tile is short; the causal range is the tile's own segment.
     const KeyRange own = plan.ranges[tile.range_end - 1];
@@ -95,6 +93,7 @@ void check_plan(const Layout& layout, int block_m) {
     EXPECT_EQ((tile.q_begin - own.begin) % block_m, 0);
     for (int32_t r = tile.range_begin + 1; r < tile.range_end; ++r) {
       EXPECT_LE(plan.ranges[r - 1].end, plan.ranges[r].begin) << "ranges overlap or are out of order";
+      if (r + 1 < tile.range_end) EXPECT_LT(plan.ranges[r - 1].end, plan.ranges[r].begin) << "touching ancestors";
     }
     for (int32_t q = tile.q_begin; q < tile.q_end; ++q) ++covered[q];
     if (i > 0) {
@@ -109,13 +108,13 @@ void check_plan(const Layout& layout, int block_m) {
 }
 
 TEST(QueryPlan, SingleTokenSegments) {
-  check_plan(Layout::from_lengths({1}, {{1}}), 128);
-  check_plan(Layout::from_lengths({1}, {{1, 1, 1}}), 64);
+  check_plan(tree_of_lengths({1}, {{1}}), 128);
+  check_plan(tree_of_lengths({1}, {{1, 1, 1}}), 64);
 }
 
 TEST(QueryPlan, SegmentsAroundBlockBoundaries) {
-  const Layout layout = Layout::from_lengths({17, 129, 128}, {{1, 128, 129}, {127, 2}, {256, 1, 64}});
-  for (int block_m : {16, 64, 128}) check_plan(layout, block_m);
+  const dualkv_test::TreeSpec tree = tree_of_lengths({17, 129, 128}, {{1, 128, 129}, {127, 2}, {256, 1, 64}});
+  for (int block_m : {16, 64, 128}) check_plan(tree, block_m);
 }
 
 TEST(QueryPlan, RandomRaggedLayouts) {
@@ -130,15 +129,39 @@ TEST(QueryPlan, RandomRaggedLayouts) {
       responses.emplace_back();
       for (int r = count(rng); r > 0; --r) responses.back().push_back(length(rng));
     }
-    check_plan(Layout::from_lengths(prompts, responses), 64 << (trial % 2));
+    check_plan(tree_of_lengths(prompts, responses), 64 << (trial % 2));
   }
+}
+
+TEST(QueryPlan, RandomTrees) {
+  std::mt19937_64 rng(20261201);
+  for (int trial = 0; trial < 16; ++trial) {
+    dualkv_test::TreeShape shape;
+    shape.max_depth = 1 + trial % 16;
+    shape.max_children = 1 + trial % 3;
+    shape.roots = 1 + trial % 3;
+    shape.max_length = trial % 4 == 0 ? 1 : 90;
+    shape.depth_first = trial % 2 == 0;
+    check_plan(dualkv_test::random_tree(shape, rng), trial % 3 == 0 ? 16 : 64);
+  }
+}
+
+// A chain of one-token segments in packed order: each tile's ancestors are one merged range.
+TEST(QueryPlan, ContiguousAncestorsAreOneRange) {
+  dualkv_test::TreeSpec chain;
+  for (int64_t s = 0; s < 40; ++s) {
+    chain.parents.push_back(s - 1);
+    chain.lengths.push_back(1 + s % 3);
+  }
+  const QueryPlan plan = build_query_plan(layout_of(chain), 64);
+  for (const QueryTile& tile : plan.tiles) EXPECT_LE(tile.range_end - tile.range_begin, 2);
+  check_plan(chain, 16);
 }
 
 TEST(QueryPlan, ResponseToPromptRectangleIsUnmasked) {
   // P and R multiples of the block: a response tile's prompt blocks and every own-segment block
   // before its diagonal run without a mask.
-  const Layout layout = Layout::from_lengths({512}, {{256, 256}});
-  const QueryPlan plan = build_query_plan(layout, 128);
+  const QueryPlan plan = build_query_plan(Layout::from_lengths({512}, {{256, 256}}), 128);
   for (const QueryTile& tile : plan.tiles) {
     int32_t unmasked = 0, blocks = 0;
     for (KeyBlockWalk<128> walk(tile, plan.ranges.data()); !walk.done(); walk.advance(), ++blocks) {

@@ -1,8 +1,8 @@
 // The Hopper backward's dQ accumulator geometry (src/cuda/sm90/backward/dq_accumulator.h), which
 // the KV kernel adds into and the convert pass reads back: the register order of a warpgroup
-// block against the wgmma accumulator layout, slots of query tiles against layouts recomputed from
-// their lengths and groups, replayed over every key tile's walk, and the token-to-segment and
-// segment-to-run searches.
+// block against the wgmma accumulator layout, slots of query tiles replayed over every key tile's
+// walk on two-level layouts and trees (packed depth-first and otherwise), and the token-to-segment
+// and segment-to-run searches.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "cuda/sm90/backward/dq_accumulator.h"
+#include "dualkv/layout.h"
+#include "host/backward_plan.h"
 
 namespace dualkv::detail::sm90 {
 namespace {
@@ -80,49 +82,33 @@ std::vector<std::vector<int32_t>> segment_length_cases() {
   return cases;
 }
 
-// Groups over a case's segments: group g owns segments [groups[g], groups[g + 1]), the first of
-// them its prompt. The first case of each layout is one group per segment (prompts only), the
-// second one group of everything, the third groups of 1 to 5 segments.
-std::vector<std::vector<int32_t>> group_cases(int segments) {
-  std::vector<int32_t> singles, whole{0, segments}, mixed{0};
-  for (int s = 0; s <= segments; ++s) singles.push_back(s);
+// Parents over a case's segments: every segment a root; one two-level group of everything; two-level
+// groups of 1 to 5 segments; a random tree packed depth-first (each parent on the path to the
+// previous segment); a random tree in any order that keeps parents first.
+std::vector<std::vector<int64_t>> parent_cases(int segments) {
+  std::vector<int64_t> roots(segments, -1), whole(segments, 0), groups, depth_first, any_order;
+  whole[0] = -1;
   std::mt19937 rng(static_cast<uint32_t>(segments));
   std::uniform_int_distribution<int> size(1, 5);
-  while (mixed.back() < segments) mixed.push_back(std::min(segments, mixed.back() + size(rng)));
-  return {singles, whole, mixed};
-}
-
-// The runs of a layout as [begin, end) token ranges with their first segment: each group's
-// prompt, then its responses together (none if it has no responses).
-struct QueryRun {
-  int first_segment, begin, end;
-};
-std::vector<QueryRun> runs_of(const std::vector<int32_t>& offsets, const std::vector<int32_t>& groups) {
-  std::vector<QueryRun> runs;
-  for (size_t g = 0; g + 1 < groups.size(); ++g) {
-    const int prompt = groups[g];
-    runs.push_back({prompt, offsets[prompt], offsets[prompt + 1]});
-    if (groups[g + 1] > prompt + 1) runs.push_back({prompt + 1, offsets[prompt + 1], offsets[groups[g + 1]]});
+  while (static_cast<int>(groups.size()) < segments) {
+    const auto prompt = static_cast<int64_t>(groups.size());
+    groups.push_back(-1);
+    for (int r = size(rng); r > 1 && static_cast<int>(groups.size()) < segments; --r) groups.push_back(prompt);
   }
-  return runs;
-}
-
-// The key tiles of a layout in tiles of `block` keys, each with its group, as the host plan lays
-// them.
-std::vector<TileWork> key_tiles_of(const std::vector<int32_t>& offsets, const std::vector<int32_t>& groups, int block) {
-  std::vector<TileWork> tiles;
-  for (size_t g = 0; g + 1 < groups.size(); ++g) {
-    for (int segment = groups[g]; segment < groups[g + 1]; ++segment) {
-      for (int begin = offsets[segment]; begin < offsets[segment + 1]; begin += block) {
-        tiles.push_back({begin, segment, groups[g], groups[g + 1]});
-      }
-    }
+  std::vector<int64_t> path;  // the previous segment and its ancestors
+  for (int s = 0; s < segments; ++s) {
+    std::uniform_int_distribution<size_t> keep(0, path.size());
+    path.resize(keep(rng));
+    depth_first.push_back(path.empty() ? -1 : path.back());
+    path.push_back(s);
+    std::uniform_int_distribution<int64_t> parent(-1, s - 1);
+    any_order.push_back(parent(rng));
   }
-  return tiles;
+  return {roots, whole, groups, depth_first, any_order};
 }
 
 // Every key tile's walk adds whole blocks into the slots dq_step_slot picks; a row outside the
-// step's queries may carry NaN. Replayed over random layouts and groupings: the convert pass's
+// step's queries may carry NaN. Replayed over random layouts and trees: the convert pass's
 // slots for a token hold every contribution to that token exactly once, nobody else's, and no
 // row outside a step's queries; every slot lies inside the planned ones, which add at most
 // 2 block_m rows per segment.
@@ -135,19 +121,22 @@ TEST(Sm90DqAccumulator, ATokensSlotsHoldEachOfItsContributionsOnceAndNoForeignRo
     const std::vector<int32_t> offsets = offsets_of(lengths);
     const auto segments = static_cast<int>(lengths.size());
     const int tokens = offsets.back();
-    for (const std::vector<int32_t>& groups : group_cases(segments)) {
-      const auto group_count = static_cast<int>(groups.size()) - 1;
+    for (const std::vector<int64_t>& parents : parent_cases(segments)) {
+      const Layout layout = Layout::from_tree(parents, std::vector<int64_t>(lengths.begin(), lengths.end()));
+      const BackwardRuns runs = plan_runs(layout);
+      const auto run_count = static_cast<int>(runs.cu_runs.size()) - 1;
       for (const int block_m : {64, 128}) {
         const int64_t slots = dq_accumulator_slots(tokens, segments, block_m);
         EXPECT_LE(slots * block_m, tokens + block_m * (2 * segments + 1));
         const int64_t tail_slots_begin = dq_tail_slots_begin(tokens, segments, block_m);
         std::map<std::pair<int64_t, int>, Cell> cells;
         std::vector<int> contributions(tokens, 0);
-        for (const TileWork& key_tile : key_tiles_of(offsets, groups, 128)) {
-          const QueryWalk walk = QueryWalk::of_key_tile(offsets.data(), key_tile, 0, 1, block_m);
+        for (const TileWork& key_tile : plan_key_tiles(layout, runs, 128, block_m)) {
+          const QueryWalk walk = QueryWalk::of_key_tile(offsets.data(), runs.table.data(), key_tile, 0, 1, block_m);
           SegmentCursor tile_segments{offsets.data()};
           for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
-            const int64_t slot = dq_step_slot(step, key_tile, tile_segments, tail_slots_begin, block_m);
+            const int64_t slot =
+                dq_step_slot(step, key_tile, runs.table.data(), tile_segments, tail_slots_begin, block_m);
             ASSERT_GE(slot, 0);
             ASSERT_LT(slot, slots) << "key tile at " << key_tile.begin << ", step at " << step.begin;
             for (int row = 0; row < block_m; ++row) {
@@ -164,20 +153,20 @@ TEST(Sm90DqAccumulator, ATokensSlotsHoldEachOfItsContributionsOnceAndNoForeignRo
         }
         for (int token = 0; token < tokens; ++token) {
           const DqRowSlots read =
-              dq_row_slots(offsets.data(), segments, groups.data(), group_count, token, tail_slots_begin, block_m);
+              dq_row_slots(offsets.data(), segments, runs.cu_runs.data(), run_count, token, tail_slots_begin, block_m);
           ASSERT_NE(read.own_slot, read.tile_slot);
           // The tile's tokens are the run's [tile_begin, tile_end), each naming the same tile.
           ASSERT_LE(read.tile_begin, token);
           ASSERT_LT(token, read.tile_end);
           ASSERT_LE(read.tile_end - read.tile_begin, block_m);
           if (token + 1 < tokens) {
-            const DqRowSlots next = dq_row_slots(offsets.data(), segments, groups.data(), group_count, token + 1,
+            const DqRowSlots next = dq_row_slots(offsets.data(), segments, runs.cu_runs.data(), run_count, token + 1,
                                                  tail_slots_begin, block_m);
             ASSERT_EQ(next.tile_begin == read.tile_begin, token + 1 < read.tile_end) << "token " << token;
           }
           // The convert pass derives the own slot of the row 8 further from this row's slots.
           if (token + 8 < read.tile_end) {
-            const DqRowSlots later = dq_row_slots(offsets.data(), segments, groups.data(), group_count, token + 8,
+            const DqRowSlots later = dq_row_slots(offsets.data(), segments, runs.cu_runs.data(), run_count, token + 8,
                                                   tail_slots_begin, block_m);
             ASSERT_EQ(dq_own_slot_of_later_row(offsets.data(), read, token + 8, block_m), later.own_slot)
                 << "token " << token;
@@ -200,16 +189,17 @@ TEST(Sm90DqAccumulator, ATokensSlotsHoldEachOfItsContributionsOnceAndNoForeignRo
 }
 
 // The dQ warp's segment search over a walk's tile starts (ascending in a run, then starting over
-// at a run's first segment, as for the next leg or head) agrees with the binary search.
+// at a run's first segment, as for the next run or head) agrees with the binary search.
 TEST(Sm90DqAccumulator, SegmentCursorFollowsAWalk) {
   for (const std::vector<int32_t>& lengths : segment_length_cases()) {
     const std::vector<int32_t> offsets = offsets_of(lengths);
     const auto segments = static_cast<int>(lengths.size());
-    for (const std::vector<int32_t>& groups : group_cases(segments)) {
-      const std::vector<QueryRun> runs = runs_of(offsets, groups);
+    for (const std::vector<int64_t>& parents : parent_cases(segments)) {
+      const BackwardRuns runs =
+          plan_runs(Layout::from_tree(parents, std::vector<int64_t>(lengths.begin(), lengths.end())));
       SegmentCursor cursor{offsets.data()};
       for (int pass = 0; pass < 2; ++pass) {
-        for (const QueryRun& run : runs) {
+        for (const QueryRun& run : runs.table) {  // the walks' runs, each list ended by an empty entry
           for (int begin = run.begin; begin < run.end; begin += 64) {
             ASSERT_EQ(cursor.at(begin, run.first_segment), segment_of_token(offsets.data(), segments, begin))
                 << "pass " << pass << " token " << begin;
@@ -220,20 +210,19 @@ TEST(Sm90DqAccumulator, SegmentCursorFollowsAWalk) {
   }
 }
 
-// Each segment's run, as the walk lays them.
+// Each segment's run, as the plan lays them.
 TEST(Sm90DqAccumulator, RunOfEverySegment) {
   for (const std::vector<int32_t>& lengths : segment_length_cases()) {
-    const std::vector<int32_t> offsets = offsets_of(lengths);
     const auto segments = static_cast<int>(lengths.size());
-    for (const std::vector<int32_t>& groups : group_cases(segments)) {
-      const auto group_count = static_cast<int>(groups.size()) - 1;
-      const std::vector<QueryRun> runs = runs_of(offsets, groups);
-      for (size_t r = 0; r < runs.size(); ++r) {
-        const int end_segment = r + 1 < runs.size() ? runs[r + 1].first_segment : segments;
-        for (int segment = runs[r].first_segment; segment < end_segment; ++segment) {
-          const SegmentRange run = run_of_segment(groups.data(), group_count, segment);
-          ASSERT_EQ(run.begin, runs[r].first_segment) << "segment " << segment;
-          ASSERT_EQ(run.end, end_segment) << "segment " << segment;
+    for (const std::vector<int64_t>& parents : parent_cases(segments)) {
+      const BackwardRuns runs =
+          plan_runs(Layout::from_tree(parents, std::vector<int64_t>(lengths.begin(), lengths.end())));
+      const auto run_count = static_cast<int>(runs.cu_runs.size()) - 1;
+      for (int r = 0; r < run_count; ++r) {
+        for (int segment = runs.cu_runs[r]; segment < runs.cu_runs[r + 1]; ++segment) {
+          const SegmentRange run = run_of_segment(runs.cu_runs.data(), run_count, segment);
+          ASSERT_EQ(run.begin, runs.cu_runs[r]) << "segment " << segment;
+          ASSERT_EQ(run.end, runs.cu_runs[r + 1]) << "segment " << segment;
         }
       }
     }

@@ -1,8 +1,8 @@
 // Tile shapes of the sm90 kernels (src/cuda/sm90/*/tile_shape.h): each kernel's shared storage, its
-// tiles plus at most 1 KiB of barriers plus the 1 KiB the kernels ask for to align the storage to
-// the 128-byte swizzle's 1024-byte period, fits one Hopper CTA. A tile that grows past it (session
-// 19's dQ staging buffers added 32 KiB to the backward) fails here instead of at launch on a GPU,
-// which CI does not have.
+// tiles and barriers rounded up to the 128-byte swizzle's 1024-byte period plus the 1 KiB the
+// kernels ask for to align the storage, fits one Hopper CTA (the head_dim 256 backward fills it to
+// the byte). A tile that grows past it fails here instead of at launch on a GPU, which CI does not
+// have.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -16,8 +16,11 @@ namespace {
 
 // Opt-in shared memory per block on H100 and H200 (cudaDevAttrMaxSharedMemoryPerBlockOptin).
 constexpr size_t kHopperLimit = 232448;
-// Barriers (at most 1 KiB, tile_shape.h) and the alignment slack (kSmemBytes in config.cuh).
-constexpr size_t kStorageOverhead = 2 * 1024;
+// The shared storage: the tiles plus the barriers (a few dozen bytes), its size a multiple of the
+// 1024-byte alignment of its SW128 tiles, plus the 1 KiB the kernels ask for to align the storage
+// itself (kSmemBytes in config.cuh and split_d_config.cuh).
+constexpr size_t kBarrierBytes = 256;
+constexpr size_t storage_bytes(size_t tile_bytes) { return (tile_bytes + kBarrierBytes + 1023) / 1024 * 1024 + 1024; }
 
 TEST(Sm90TileShapes, ForwardShapesFitOneHopperCta) {
   for (const ForwardTileShape& shape : kForwardTileShapes) {
@@ -25,7 +28,7 @@ TEST(Sm90TileShapes, ForwardShapesFitOneHopperCta) {
     EXPECT_EQ(find_forward_tile_shape(shape.head_dim), &shape) << "one shape per head_dim";
     EXPECT_EQ(shape.block_m % 64, 0) << "each consumer warpgroup owns 64 rows (one wgmma M)";
     EXPECT_EQ(shape.head_dim % 64, 0) << "tiles are 64-column panels under the 128-byte swizzle";
-    EXPECT_LE(forward_tile_bytes(shape) + kStorageOverhead, kHopperLimit);
+    EXPECT_LE(storage_bytes(forward_tile_bytes(shape)), kHopperLimit);
   }
   EXPECT_EQ(find_forward_tile_shape(96), nullptr);
 }
@@ -34,10 +37,16 @@ TEST(Sm90TileShapes, BackwardShapesFitOneHopperCta) {
   for (const BackwardTileShape& shape : kBackwardTileShapes) {
     SCOPED_TRACE("head_dim " + std::to_string(shape.head_dim));
     EXPECT_EQ(find_backward_tile_shape(shape.head_dim), &shape) << "one shape per head_dim";
-    EXPECT_EQ(shape.block_n, 128) << "two consumer warpgroups of 64 keys (the register budget's assumption)";
-    EXPECT_EQ(shape.block_m % 64, 0) << "the dQ blocks are 64 x 64 per warpgroup";
+    if (shape.split == BackwardSplit::kKeys) {
+      EXPECT_EQ(shape.block_n, 128) << "two consumer warpgroups of 64 keys (the register budget's assumption)";
+    } else {
+      EXPECT_EQ(shape.block_n, 64) << "one wgmma M of keys, both warpgroups on it";
+      EXPECT_EQ(shape.block_m, 64) << "the step's P^T and dS^T are one 128-byte swizzle atom wide";
+      EXPECT_EQ(shape.head_dim % 128, 0) << "each warpgroup owns 64-column dQ blocks of its half";
+    }
+    EXPECT_EQ(shape.block_m % 64, 0) << "the dQ blocks are 64 x 64";
     EXPECT_EQ(shape.head_dim % 64, 0) << "tiles are 64-column panels under the 128-byte swizzle";
-    EXPECT_LE(backward_tile_bytes(shape) + kStorageOverhead, kHopperLimit);
+    EXPECT_LE(storage_bytes(backward_tile_bytes(shape)), kHopperLimit);
   }
   EXPECT_EQ(find_backward_tile_shape(96), nullptr);
 }
@@ -50,6 +59,15 @@ TEST(Sm90TileShapes, BackwardTileBytesCountTheDqStagingBuffers) {
   const size_t per_stage = 2 * 64 * 128 * 2 + 64 * 128 * 2 + 2 * (64 + 4) * 4;
   const size_t dq_staging = 2 * 64 * 64 * 4;
   EXPECT_EQ(backward_tile_bytes(shape), key_value + 2 * per_stage + dq_staging);
+}
+
+TEST(Sm90TileShapes, SplitHeadDimBackwardKeepsScoresNotDqInSharedMemory) {
+  // K and V; two stages of Q, dO, P^T, dS^T and the statistics rows; dQ leaves from registers.
+  const BackwardTileShape& shape = *find_backward_tile_shape(256);
+  EXPECT_EQ(shape.split, BackwardSplit::kHeadDim);
+  const size_t key_value = 2 * 64 * 256 * 2;
+  const size_t per_stage = 2 * 64 * 256 * 2 + 2 * 64 * 64 * 2 + 2 * (64 + 4) * 4;
+  EXPECT_EQ(backward_tile_bytes(shape), key_value + 2 * per_stage);
 }
 
 }  // namespace

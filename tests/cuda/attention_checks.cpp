@@ -109,7 +109,7 @@ void expect_gradient(const char* name, DenseTensor kernel, DenseTensor baseline,
 
 void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim, const KernelChoice& choice,
                    InputPattern pattern) {
-  const dualkv::Layout layout = make_layout(problem.batch);
+  const dualkv::Layout layout = layout_of(problem);
   HostTensors host =
       make_host_tensors(problem.placement, dtype, layout.total_tokens(), problem.heads, problem.kv_heads, head_dim);
   const Inputs inputs = draw_inputs(layout, host, pattern);
@@ -118,10 +118,11 @@ void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t he
   const float scale = dualkv::default_softmax_scale(head_dim);
 
   oracle::ForwardResult fp64 = cpu_fp64_forward(layout, inputs.q, inputs.k, inputs.v, scale);
-  oracle::ForwardResult fp32 = ncopy_reference_forward(problem.batch, inputs.q, inputs.k, inputs.v, scale,
-                                                       cuda_reference::OperandRounding::kNone);
+  const std::vector<oracle::CopiedSequence> sequences = reference_sequences_of(problem);
+  oracle::ForwardResult fp32 =
+      ncopy_reference_forward(sequences, inputs.q, inputs.k, inputs.v, scale, cuda_reference::OperandRounding::kNone);
   oracle::ForwardResult baseline =
-      ncopy_reference_forward(problem.batch, inputs.q, inputs.k, inputs.v, scale, operand_rounding(dtype));
+      ncopy_reference_forward(sequences, inputs.q, inputs.k, inputs.v, scale, operand_rounding(dtype));
   baseline.out = rounded_to(baseline.out, dtype);
 
   DeviceTensors device(host);
@@ -151,7 +152,7 @@ void check_forward(const AttentionCase& problem, dualkv::DType dtype, int64_t he
 
 void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t head_dim, const KernelChoice& choice,
                     InputPattern pattern) {
-  const dualkv::Layout layout = make_layout(problem.batch);
+  const dualkv::Layout layout = layout_of(problem);
   HostTensors host =
       make_host_tensors(problem.placement, dtype, layout.total_tokens(), problem.heads, problem.kv_heads, head_dim);
   const Inputs inputs = draw_inputs(layout, host, pattern);
@@ -171,9 +172,10 @@ void check_backward(const AttentionCase& problem, dualkv::DType dtype, int64_t h
   const DenseTensor lse = host.lse.to_dense();
 
   const oracle::Gradients fp64 = cpu_fp64_backward(layout, inputs.q, inputs.k, inputs.v, out, lse, inputs.dout, scale);
-  const oracle::Gradients fp32 = ncopy_reference_backward(problem.batch, inputs.q, inputs.k, inputs.v, out, lse,
+  const std::vector<oracle::CopiedSequence> sequences = reference_sequences_of(problem);
+  const oracle::Gradients fp32 = ncopy_reference_backward(sequences, inputs.q, inputs.k, inputs.v, out, lse,
                                                           inputs.dout, scale, cuda_reference::OperandRounding::kNone);
-  const oracle::Gradients rounded = ncopy_reference_backward(problem.batch, inputs.q, inputs.k, inputs.v, out, lse,
+  const oracle::Gradients rounded = ncopy_reference_backward(sequences, inputs.q, inputs.k, inputs.v, out, lse,
                                                              inputs.dout, scale, operand_rounding(dtype));
   const oracle::Gradients baseline{rounded_to(rounded.dq, dtype), rounded_to(rounded.dk, dtype),
                                    rounded_to(rounded.dv, dtype)};

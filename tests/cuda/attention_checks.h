@@ -13,9 +13,10 @@
 
 namespace dualkv_test {
 
-// Opt-in shared memory per block of sm_86/sm_89 GPUs (A10, L40, RTX 30/40). Passed as
-// max_shared_memory_per_block, it makes any larger GPU run the kernels those GPUs get.
+// Opt-in shared memory per block of sm_86/sm_89 GPUs (A10, L40, RTX 30/40) and of an A100. Passed
+// as max_shared_memory_per_block, each makes any larger GPU run the kernels those GPUs get.
 constexpr size_t kSm86SharedMemoryPerBlock = 101376;
+constexpr size_t kA100SharedMemoryPerBlock = 166912;
 
 // The ExecutionOptions of every run: the kernel family and the shared memory per block (0 = the
 // device's limit).

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "cpu/oracle_tree.h"
+#include "ncopy_reference.h"
+
 namespace dualkv_test {
 namespace {
 
@@ -275,6 +278,16 @@ oracle::DenseTensor rounded_to(const oracle::DenseTensor& tensor, dualkv::DType 
     rounded.values[e] = storage.read(static_cast<int64_t>(e));
   }
   return rounded;
+}
+
+dualkv::Layout layout_of(const AttentionCase& problem) {
+  if (problem.tree.lengths.empty()) return make_layout(problem.batch);
+  return dualkv::Layout::from_tree(problem.tree.parents, problem.tree.lengths);
+}
+
+std::vector<oracle::CopiedSequence> reference_sequences_of(const AttentionCase& problem) {
+  if (problem.tree.lengths.empty()) return reference_sequences(problem.batch);
+  return oracle::path_sequences(problem.tree);
 }
 
 }  // namespace dualkv_test

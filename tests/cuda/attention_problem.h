@@ -12,7 +12,9 @@
 
 #include "cpu/batch_spec.h"
 #include "cpu/oracle_attention.h"
+#include "cpu/oracle_ncopy.h"
 #include "cpu/test_support.h"
+#include "cpu/tree_spec.h"
 #include "device_memory.h"
 #include "dualkv/dualkv.h"
 #include "reference_attention.h"
@@ -35,7 +37,13 @@ struct AttentionCase {
   int64_t heads = 0;
   int64_t kv_heads = 0;
   Placement placement = Placement::kContiguous;
+  TreeSpec tree;  // when it has segments, the layout is this tree and `batch` is unused
 };
+
+// The case's layout, and the sequences of its N-copy reference (ncopy_reference.h): the batch's
+// prompts and copies, or the tree's root-to-leaf paths.
+dualkv::Layout layout_of(const AttentionCase& problem);
+std::vector<oracle::CopiedSequence> reference_sequences_of(const AttentionCase& problem);
 
 // Host views of every tensor of one problem; all storage starts poisoned.
 struct HostTensors {

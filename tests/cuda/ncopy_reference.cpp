@@ -11,18 +11,6 @@ namespace {
 using oracle::CopiedSequence;
 using oracle::DenseTensor;
 
-// Every prompt alone (its rows are all scored), then the N-copy sequences.
-std::vector<CopiedSequence> reference_sequences(const BatchSpec& batch) {
-  std::vector<CopiedSequence> sequences;
-  for (const GroupTokens& group : packed_token_ranges(batch)) {
-    CopiedSequence prompt;
-    for (int64_t t = 0; t < group.prompt_length; ++t) prompt.packed_rows.push_back(group.prompt_begin + t);
-    sequences.push_back(prompt);
-  }
-  for (const CopiedSequence& copy : oracle::ncopy_sequences(batch)) sequences.push_back(copy);
-  return sequences;
-}
-
 // The copied layout: which packed row each copied row reads, and whether its results count.
 struct CopiedRows {
   std::vector<int32_t> cu_seqlens{0};
@@ -30,9 +18,9 @@ struct CopiedRows {
   std::vector<bool> scored;
 };
 
-CopiedRows copied_rows(const BatchSpec& batch) {
+CopiedRows copied_rows(const std::vector<CopiedSequence>& sequences) {
   CopiedRows rows;
-  for (const CopiedSequence& sequence : reference_sequences(batch)) {
+  for (const CopiedSequence& sequence : sequences) {
     for (size_t r = 0; r < sequence.packed_rows.size(); ++r) {
       rows.packed_row.push_back(sequence.packed_rows[r]);
       rows.scored.push_back(static_cast<int64_t>(r) >= sequence.scored_from);
@@ -83,10 +71,21 @@ cuda_reference::Shape shape_of(const DenseTensor& q, const DenseTensor& k, float
 
 }  // namespace
 
-oracle::ForwardResult ncopy_reference_forward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k,
-                                              const DenseTensor& v, float scale,
+std::vector<CopiedSequence> reference_sequences(const BatchSpec& batch) {
+  std::vector<CopiedSequence> sequences;
+  for (const GroupTokens& group : packed_token_ranges(batch)) {
+    CopiedSequence prompt;
+    for (int64_t t = 0; t < group.prompt_length; ++t) prompt.packed_rows.push_back(group.prompt_begin + t);
+    sequences.push_back(prompt);
+  }
+  for (const CopiedSequence& copy : oracle::ncopy_sequences(batch)) sequences.push_back(copy);
+  return sequences;
+}
+
+oracle::ForwardResult ncopy_reference_forward(const std::vector<CopiedSequence>& sequences, const DenseTensor& q,
+                                              const DenseTensor& k, const DenseTensor& v, float scale,
                                               cuda_reference::OperandRounding rounding) {
-  const CopiedRows rows = copied_rows(batch);
+  const CopiedRows rows = copied_rows(sequences);
   const cuda_reference::ForwardResult copied =
       cuda_reference::causal_forward(rows.cu_seqlens, shape_of(q, k, scale), gather(q, rows, false),
                                      gather(k, rows, false), gather(v, rows, false), rounding);
@@ -100,11 +99,11 @@ oracle::ForwardResult ncopy_reference_forward(const BatchSpec& batch, const Dens
                                scatter(lse_by_row, rows, q.tokens, q.heads, 1, false)};
 }
 
-oracle::Gradients ncopy_reference_backward(const BatchSpec& batch, const DenseTensor& q, const DenseTensor& k,
-                                           const DenseTensor& v, const DenseTensor& out, const DenseTensor& lse,
-                                           const DenseTensor& dout, float scale,
+oracle::Gradients ncopy_reference_backward(const std::vector<CopiedSequence>& sequences, const DenseTensor& q,
+                                           const DenseTensor& k, const DenseTensor& v, const DenseTensor& out,
+                                           const DenseTensor& lse, const DenseTensor& dout, float scale,
                                            cuda_reference::OperandRounding rounding) {
-  const CopiedRows rows = copied_rows(batch);
+  const CopiedRows rows = copied_rows(sequences);
   const cuda_reference::Gradients copied = cuda_reference::causal_backward(
       rows.cu_seqlens, shape_of(q, k, scale), gather(q, rows, false), gather(k, rows, false), gather(v, rows, false),
       gather(out, rows, false), gather_lse(lse, rows), gather(dout, rows, true), rounding);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the GPU suite, then its sanitizer subset under compute-sanitizer memcheck and racecheck.
+# Runs the GPU suite, then its sanitizer subset under compute-sanitizer memcheck, racecheck and synccheck.
 #
 #   tests/cuda/run_gpu_tests.sh [BUILD_DIR]        (default build/cuda)
 #
@@ -12,7 +12,7 @@ status=0
 
 echo "== GPU suite"
 "$tests" --gtest_brief=1 || status=1
-for tool in memcheck racecheck; do
+for tool in memcheck racecheck synccheck; do
   echo "== compute-sanitizer --tool $tool (sanitizer subset)"
   "$sanitizer" --tool "$tool" --error-exitcode 3 "$tests" --gtest_filter='*Sanitizer*:CudaPlans.CachedAndShortLivedPlansGiveTheSameBits' --gtest_brief=1 || status=1
 done

@@ -1,6 +1,7 @@
-// Forward and backward on the GPU over a grid of awkward shapes, both 16-bit dtypes and both
-// compiled head dims, with the device's tiles and with the tiles of a 99 KiB (sm_86/sm_89) GPU;
-// plus the tiny problems the sanitizer runs (--gtest_filter=*Sanitizer*).
+// Forward and backward on the GPU over a grid of awkward shapes, both 16-bit dtypes and every head
+// dim each kernel family is compiled for, with the device's tiles and with the portable tiles of
+// GPUs with less shared memory per block (A100: 163 KiB, sm_86/sm_89: 99 KiB); plus the tiny
+// problems the sanitizer runs (--gtest_filter=*Sanitizer*).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,9 +17,29 @@ namespace {
 using dualkv::DType;
 using dualkv::KernelFamily;
 
+// A chain 16 segments deep with a leaf beside every level but the last, packed depth-first.
+TreeSpec deep_chain() {
+  TreeSpec tree;
+  const int64_t lengths[] = {1, 17, 63, 65, 127, 129, 2, 300};
+  int64_t previous = -1;
+  for (int level = 0; level < 16; ++level) {
+    const auto node = static_cast<int64_t>(tree.parents.size());
+    tree.parents.push_back(previous);
+    tree.lengths.push_back(lengths[level % 8]);
+    if (level < 15) {
+      tree.parents.push_back(node);
+      tree.lengths.push_back(lengths[(level + 3) % 8]);
+    }
+    previous = node;
+  }
+  return tree;
+}
+
 // P and R of 1, 17, 127, 129 and 1023; ragged responses; several groups with different P and N;
 // GQA ratios 1, 3, 4 and 8 (3 leaves rows of a packed Hopper tile unused); contiguous and
-// strided placements.
+// strided placements. Tree layouts: a multi-turn rollout branching after its second turn, a leaf
+// that shares its query run with a sibling that has children, a chain 16 deep, a tree packed in an
+// order that is not depth-first, and several lone roots.
 std::vector<AttentionCase> shape_cases() {
   return {
       {"P1_R1_gqa1", {{1, {1}}}, 2, 2, Placement::kContiguous},
@@ -33,65 +54,95 @@ std::vector<AttentionCase> shape_cases() {
        8,
        2,
        Placement::kFusedAndHeadMajor},
+      {"tree_multiturn_gqa4_strided",
+       {},
+       8,
+       2,
+       Placement::kFusedAndHeadMajor,
+       {{-1, 0, 1, 2, 3, 4, 3, 6}, {129, 17, 65, 127, 1, 130, 64, 3}}},
+      {"tree_leaf_then_branch_gqa3",
+       {},
+       6,
+       2,
+       Placement::kContiguous,
+       {{-1, 0, 0, 2, 2, -1, 5, 6, 5}, {70, 30, 50, 1, 90, 3, 1, 64, 65}}},
+      {"tree_depth16_gqa8", {}, 8, 1, Placement::kContiguous, deep_chain()},
+      {"tree_other_order_gqa1_strided",
+       {},
+       4,
+       4,
+       Placement::kFusedAndHeadMajor,
+       {{-1, -1, 0, 1, 2, 0, 3, 2}, {33, 129, 1, 17, 64, 127, 5, 200}}},
+      {"trees_lone_roots_gqa4", {}, 4, 1, Placement::kContiguous, {{-1, -1, -1}, {1, 129, 300}}},
   };
 }
 
-using ShapeParam = std::tuple<AttentionCase, DType, int64_t>;
+// The head dims each kernel family is compiled for.
+constexpr int64_t kPortableHeadDims[] = {64, 128, 256};
+constexpr int64_t kHopperHeadDims[] = {64, 128, 256};
 
-std::string shape_name(const ::testing::TestParamInfo<ShapeParam>& info) {
-  const auto& [problem, dtype, head_dim] = info.param;
-  return problem.name + "_" + dualkv::dtype_name(dtype) + "_d" + std::to_string(head_dim);
+// One compiled kernel of a family: its dtype and head dim.
+struct FamilyKernel {
+  DType dtype;
+  int64_t head_dim;
+  KernelFamily family;
+};
+
+std::vector<FamilyKernel> family_kernels() {
+  std::vector<FamilyKernel> kernels;
+  for (const DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (const int64_t head_dim : kPortableHeadDims) kernels.push_back({dtype, head_dim, KernelFamily::kPortable});
+    for (const int64_t head_dim : kHopperHeadDims) kernels.push_back({dtype, head_dim, KernelFamily::kHopper});
+  }
+  return kernels;
 }
 
 // The forward of each kernel family on every shape; with NaN in every other segment too, and with
 // keys that grow along each segment.
-using FamilyParam = std::tuple<AttentionCase, DType, int64_t, KernelFamily>;
+using FamilyParam = std::tuple<AttentionCase, FamilyKernel>;
 
 std::string family_name(const ::testing::TestParamInfo<FamilyParam>& info) {
-  const auto& [problem, dtype, head_dim, family] = info.param;
-  return problem.name + "_" + dualkv::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
-         (family == KernelFamily::kHopper ? "_hopper" : "_portable");
+  const auto& [problem, kernel] = info.param;
+  return problem.name + "_" + dualkv::dtype_name(kernel.dtype) + "_d" + std::to_string(kernel.head_dim) +
+         (kernel.family == KernelFamily::kHopper ? "_hopper" : "_portable");
 }
 
 class CudaForward : public ::testing::TestWithParam<FamilyParam> {};
 
 TEST_P(CudaForward, MatchesReferences) {
-  const auto& [problem, dtype, head_dim, family] = GetParam();
-  check_forward(problem, dtype, head_dim, {family, 0});
+  const auto& [problem, kernel] = GetParam();
+  check_forward(problem, kernel.dtype, kernel.head_dim, {kernel.family, 0});
 }
 
 TEST_P(CudaForward, NanInOddSegmentsStaysThere) {
-  const auto& [problem, dtype, head_dim, family] = GetParam();
-  check_forward(problem, dtype, head_dim, {family, 0}, InputPattern::kNanInOddSegments);
+  const auto& [problem, kernel] = GetParam();
+  check_forward(problem, kernel.dtype, kernel.head_dim, {kernel.family, 0}, InputPattern::kNanInOddSegments);
 }
 
 // NaN in the values alone of every other segment: the rows that see them are NaN, every other row
 // and every LSE within budget.
 TEST_P(CudaForward, NanValuesInOddSegmentsStayThere) {
-  const auto& [problem, dtype, head_dim, family] = GetParam();
-  check_forward(problem, dtype, head_dim, {family, 0}, InputPattern::kNanValuesInOddSegments);
+  const auto& [problem, kernel] = GetParam();
+  check_forward(problem, kernel.dtype, kernel.head_dim, {kernel.family, 0}, InputPattern::kNanValuesInOddSegments);
 }
 
 // Keys growing along each segment: the maximum of a row jumps at later key blocks, and O is
 // rescaled mid-walk (the Hopper forward's rare rescale path, both of its P buffers).
 TEST_P(CudaForward, LaterKeysRaiseTheMaximum) {
-  const auto& [problem, dtype, head_dim, family] = GetParam();
-  check_forward(problem, dtype, head_dim, {family, 0}, InputPattern::kGrowingKeys);
+  const auto& [problem, kernel] = GetParam();
+  check_forward(problem, kernel.dtype, kernel.head_dim, {kernel.family, 0}, InputPattern::kGrowingKeys);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaForward,
-                         ::testing::Combine(::testing::ValuesIn(shape_cases()),
-                                            ::testing::Values(DType::kFloat16, DType::kBFloat16),
-                                            ::testing::Values(int64_t{64}, int64_t{128}),
-                                            ::testing::Values(KernelFamily::kPortable, KernelFamily::kHopper)),
+                         ::testing::Combine(::testing::ValuesIn(shape_cases()), ::testing::ValuesIn(family_kernels())),
                          family_name);
 
 // The backward of each kernel family on every shape (both modes), and with NaN in every other segment.
 class CudaBackward : public ::testing::TestWithParam<FamilyParam> {};
 
 TEST_P(CudaBackward, MatchesReferences) {
-  const auto& [problem, dtype, head_dim, family] = GetParam();
-  check_backward(problem, dtype, head_dim, {family, 0});
+  const auto& [problem, kernel] = GetParam();
+  check_backward(problem, kernel.dtype, kernel.head_dim, {kernel.family, 0});
 }
 
 // With NaN in every odd segment, P1_R1 keeps only its one-token prompt, whose gradients are 0 in
@@ -106,44 +157,60 @@ std::vector<AttentionCase> nan_backward_cases() {
 class CudaBackwardNan : public ::testing::TestWithParam<FamilyParam> {};
 
 TEST_P(CudaBackwardNan, NanInOddSegmentsStaysThere) {
-  const auto& [problem, dtype, head_dim, family] = GetParam();
-  check_backward(problem, dtype, head_dim, {family, 0}, InputPattern::kNanInOddSegments);
+  const auto& [problem, kernel] = GetParam();
+  check_backward(problem, kernel.dtype, kernel.head_dim, {kernel.family, 0}, InputPattern::kNanInOddSegments);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaBackwardNan,
                          ::testing::Combine(::testing::ValuesIn(nan_backward_cases()),
-                                            ::testing::Values(DType::kFloat16, DType::kBFloat16),
-                                            ::testing::Values(int64_t{64}, int64_t{128}),
-                                            ::testing::Values(KernelFamily::kPortable, KernelFamily::kHopper)),
+                                            ::testing::ValuesIn(family_kernels())),
                          family_name);
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaBackward,
-                         ::testing::Combine(::testing::ValuesIn(shape_cases()),
-                                            ::testing::Values(DType::kFloat16, DType::kBFloat16),
-                                            ::testing::Values(int64_t{64}, int64_t{128}),
-                                            ::testing::Values(KernelFamily::kPortable, KernelFamily::kHopper)),
+                         ::testing::Combine(::testing::ValuesIn(shape_cases()), ::testing::ValuesIn(family_kernels())),
                          family_name);
 
-// The kernels an sm_86/sm_89 GPU runs (99 KiB of shared memory per block: head_dim 128 takes the
-// backward's single-buffered 128 x 32 tiles), run here by capping the shared memory per block.
-// Head dim 64 runs the same tiles on every GPU, so only 128 is repeated.
-class CudaAttentionSm86Tiles : public ::testing::TestWithParam<ShapeParam> {};
+// The portable kernels of a GPU with less shared memory per block than the one running the suite,
+// run here by capping the shared memory per block: sm_86/sm_89 (99 KiB) get the backward's
+// single-buffered 128 x 32 tiles at head_dim 128 and 32 x 32 tiles (64-query forward tiles) at 256;
+// an A100 (163 KiB) gets head_dim 256's largest portable tiles, which must fit its limit. Head dim
+// 64 runs the same tiles on every GPU, and head_dim 128 the same on an A100 as on Hopper.
+struct CappedTiles {
+  int64_t head_dim;
+  size_t max_shared_memory_per_block;
+  const char* gpu;  // test name suffix
+};
 
-TEST_P(CudaAttentionSm86Tiles, Forward) {
-  const auto& [problem, dtype, head_dim] = GetParam();
-  check_forward(problem, dtype, head_dim, {KernelFamily::kPortable, kSm86SharedMemoryPerBlock});
+constexpr CappedTiles kCappedTiles[] = {
+    {128, kSm86SharedMemoryPerBlock, "sm86"},
+    {256, kA100SharedMemoryPerBlock, "a100"},
+    {256, kSm86SharedMemoryPerBlock, "sm86"},
+};
+
+using CappedParam = std::tuple<AttentionCase, DType, CappedTiles>;
+
+std::string capped_name(const ::testing::TestParamInfo<CappedParam>& info) {
+  const auto& [problem, dtype, tiles] = info.param;
+  return problem.name + "_" + dualkv::dtype_name(dtype) + "_d" + std::to_string(tiles.head_dim) + "_" + tiles.gpu;
 }
 
-TEST_P(CudaAttentionSm86Tiles, Backward) {
-  const auto& [problem, dtype, head_dim] = GetParam();
-  check_backward(problem, dtype, head_dim, {KernelFamily::kPortable, kSm86SharedMemoryPerBlock});
+class CudaAttentionCappedTiles : public ::testing::TestWithParam<CappedParam> {};
+
+TEST_P(CudaAttentionCappedTiles, Forward) {
+  const auto& [problem, dtype, tiles] = GetParam();
+  check_forward(problem, dtype, tiles.head_dim, {KernelFamily::kPortable, tiles.max_shared_memory_per_block});
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionSm86Tiles,
+TEST_P(CudaAttentionCappedTiles, Backward) {
+  const auto& [problem, dtype, tiles] = GetParam();
+  check_backward(problem, dtype, tiles.head_dim, {KernelFamily::kPortable, tiles.max_shared_memory_per_block});
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionCappedTiles,
                          ::testing::Combine(::testing::ValuesIn(shape_cases()),
                                             ::testing::Values(DType::kFloat16, DType::kBFloat16),
-                                            ::testing::Values(int64_t{128})),
-                         shape_name);
+                                            ::testing::ValuesIn(kCappedTiles)),
+                         capped_name);
 
 // Small enough to run under compute-sanitizer memcheck and racecheck in well under a minute;
 // every tensor in its own exactly-sized allocation so that memcheck sees any overrun.
@@ -181,8 +248,56 @@ TEST(CudaSanitizer, BackwardHopperLongWalkHeadDim64) {
   check_backward(long_walk_case(), DType::kBFloat16, 64, {KernelFamily::kHopper, 0}, InputPattern::kNanInOddSegments);
 }
 
+// A small tree: a root, a branch with two leaves, a leaf of the root.
+AttentionCase tree_sanitizer_case() {
+  return {"tiny_tree", {}, 4, 2, Placement::kContiguous, {{-1, 0, 1, 1, 0}, {17, 5, 9, 1, 3}}};
+}
+
+TEST(CudaSanitizer, TreeForward) {
+  check_forward(tree_sanitizer_case(), DType::kFloat16, 64, {KernelFamily::kPortable, 0});
+  check_forward(tree_sanitizer_case(), DType::kBFloat16, 128, {KernelFamily::kHopper, 0},
+                InputPattern::kNanInOddSegments);
+}
+
+TEST(CudaSanitizer, TreeBackward) {
+  check_backward(tree_sanitizer_case(), DType::kBFloat16, 128, {KernelFamily::kPortable, 0});
+  check_backward(tree_sanitizer_case(), DType::kFloat16, 128, {KernelFamily::kHopper, 0},
+                 InputPattern::kNanInOddSegments);
+}
+
 TEST(CudaSanitizer, BackwardSm86Tiles) {
   check_backward(sanitizer_case(), DType::kFloat16, 128, {KernelFamily::kPortable, kSm86SharedMemoryPerBlock});
+}
+
+// Head dim 256 of the Hopper family: the forward's 64-key blocks over a long walk with rescales,
+// and the backward whose warpgroups split the head dimension (P^T and dS^T through alternating
+// shared buffers, dQ by vector reductions) over many query steps.
+TEST(CudaSanitizer, ForwardHopperLongWalkHeadDim256) {
+  check_forward(long_walk_case(), DType::kBFloat16, 256, {KernelFamily::kHopper, 0}, InputPattern::kGrowingKeys);
+}
+
+TEST(CudaSanitizer, BackwardHopperLongWalkHeadDim256) {
+  check_backward(long_walk_case(), DType::kFloat16, 256, {KernelFamily::kHopper, 0}, InputPattern::kNanInOddSegments);
+}
+
+// Head dim 256 of the portable family: key blocks that the forward walks over several steps with
+// a rescale of O, key tiles that the backward walks over several query steps, NaN in neighbouring
+// segments; and the tiles of sm_86/sm_89 GPUs.
+TEST(CudaSanitizer, ForwardHeadDim256) {
+  check_forward(long_walk_case(), DType::kBFloat16, 256, {KernelFamily::kPortable, 0}, InputPattern::kGrowingKeys);
+}
+
+TEST(CudaSanitizer, ForwardHeadDim256Sm86Tiles) {
+  check_forward(sanitizer_case(), DType::kFloat16, 256, {KernelFamily::kPortable, kSm86SharedMemoryPerBlock},
+                InputPattern::kNanInOddSegments);
+}
+
+TEST(CudaSanitizer, BackwardHeadDim256LongWalk) {
+  check_backward(long_walk_case(), DType::kFloat16, 256, {KernelFamily::kPortable, 0}, InputPattern::kNanInOddSegments);
+}
+
+TEST(CudaSanitizer, BackwardHeadDim256Sm86Tiles) {
+  check_backward(long_walk_case(), DType::kBFloat16, 256, {KernelFamily::kPortable, kSm86SharedMemoryPerBlock});
 }
 
 }  // namespace

@@ -5,6 +5,8 @@ import random
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config, Qwen3MoeConfig
 
+from dualkv import losses
+
 VOCAB = 128
 PAD = 0
 
@@ -65,3 +67,23 @@ def right_padded_rows(prompts, responses):
     group_ids = torch.tensor([g for g, _, _ in rows])
     prompt_lengths = torch.tensor([p for _, _, p in rows])
     return input_ids, attention_mask, group_ids, prompt_lengths
+
+
+def grpo_loss(logprobs, packed, seed):
+    """The GRPO loss (clip-higher, per-sequence token means, k3 KL) with rewards, old and reference
+    log-probs drawn from `seed` around the given log-probs."""
+    gen = torch.Generator().manual_seed(seed)
+    rewards = torch.rand(packed.num_responses, generator=gen)
+    noise = torch.randn(logprobs.shape, generator=gen)
+    advantages = losses.group_advantages(rewards, packed.response_group)
+    return losses.policy_loss(
+        logprobs,
+        logprobs.detach() + 0.1 * noise,
+        advantages,
+        packed.response_mask,
+        clip_low=0.2,
+        clip_high=0.28,
+        aggregation="seq-mean-token-mean",
+        ref_logprobs=logprobs.detach() - 0.05 * noise.abs(),
+        kl_coef=0.04,
+    )

@@ -1,6 +1,6 @@
 """A tiny Qwen3 with Ulysses sequence parallelism 2 (gloo) against the unsharded packed model:
 log-probs, entropies, loss and every parameter gradient (the SP group's mean, as FSDP/DDP take it),
-through the logits and through the hidden states."""
+through the logits and through the hidden states; on prompt groups and on a tree of trajectories."""
 
 import copy
 
@@ -9,6 +9,7 @@ import torch.distributed as dist
 from distributed_support import run_ranks
 from models_support import CONFIGS, rollouts
 from transformers import AutoModelForCausalLM
+from trees_support import agentic_trajectories
 
 import dualkv
 import dualkv.transformers  # noqa: F401  (registers attn_implementation="dualkv")
@@ -56,33 +57,40 @@ def _unsharded_hidden(model, packed):
     return dualkv.response_logprobs_from_hidden(hidden, model.lm_head.weight, packed, return_entropy=True, chunk_rows=4)
 
 
-def _sharded_logits(model, packed):
-    shard = shard_sequence(packed)
+def _sharded_logits(model, packed, min_tokens):
+    shard = shard_sequence(packed, min_tokens=min_tokens)
     return sharded_response_logprobs(model(**shard.model_inputs()).logits, shard, return_entropy=True)
 
 
-def _sharded_hidden(model, packed):
-    shard = shard_sequence(packed)
+def _sharded_hidden(model, packed, min_tokens):
+    shard = shard_sequence(packed, min_tokens=min_tokens)
     hidden = model.model(**shard.model_inputs()).last_hidden_state
     return sharded_response_logprobs_from_hidden(hidden, model.lm_head.weight, shard, return_entropy=True, chunk_rows=4)
 
 
-def _assert_cross_rank_scoring(packed, world):
-    local = -(-packed.num_tokens // world)
-    first_scored_on = packed.score_rows[:, 0] // local
-    own_rows_on = packed.token_rows[:, 0] // local
-    assert bool((first_scored_on != own_rows_on).any())
+def _assert_cross_rank_scoring(packed, world, min_tokens):
+    """Some token is scored by a row of another segment (the prompt's last row; in a tree, the
+    parent segment's last row) that another rank holds."""
+    local = -(-max(packed.num_tokens, min_tokens) // world)
+    segment = packed.layout.segment_ids
+    mask = packed.response_mask
+    other_segment = segment[packed.score_rows] != segment[packed.token_rows]
+    other_rank = packed.score_rows // local != packed.token_rows // local
+    assert bool((other_segment & other_rank & mask).any())
 
 
-def _body(rank, world):
+def _body(rank, world, tree=False):
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(CONFIGS["qwen3"](), attn_implementation="dualkv", dtype=torch.float32)
     reference = copy.deepcopy(model)
-    packed = dualkv.pack(*rollouts(11, SHAPES))
-    _assert_cross_rank_scoring(packed, world)
+    packed = dualkv.pack_trajectories(agentic_trajectories(5)) if tree else dualkv.pack(*rollouts(11, SHAPES))
+    # The tree's 55 rows padded to 66: rank 1 starts at row 33, the first row of a segment whose
+    # parent ends on rank 0.
+    min_tokens = 66 if tree else 0
+    _assert_cross_rank_scoring(packed, world, min_tokens)
     for unsharded, sharded in ((_unsharded_logits, _sharded_logits), (_unsharded_hidden, _sharded_hidden)):
         ref_logprobs, ref_entropy, ref_loss, ref_grads = _run(reference, packed, unsharded)
-        logprobs, entropy, loss, grads = _run(model, packed, sharded)
+        logprobs, entropy, loss, grads = _run(model, packed, lambda m, p: sharded(m, p, min_tokens))
         what = f"rank {rank}, {sharded.__name__}"
         torch.testing.assert_close(logprobs, ref_logprobs, rtol=0, atol=1e-5, msg=lambda m: f"logprobs, {what}: {m}")
         torch.testing.assert_close(entropy, ref_entropy, rtol=0, atol=1e-5, msg=lambda m: f"entropy, {what}: {m}")
@@ -96,3 +104,7 @@ def _body(rank, world):
 
 def test_sequence_parallel_model_equals_unsharded_packed_model(tmp_path):
     run_ranks(2, tmp_path, _body)
+
+
+def test_sequence_parallel_model_on_a_tree_equals_unsharded_packed_model(tmp_path):
+    run_ranks(2, tmp_path, _body, True)

@@ -9,7 +9,12 @@ import pytest
 import torch
 
 import dualkv
-from dualkv.microbatch import pack_microbatch, plan_microbatches
+from dualkv.microbatch import (
+    pack_microbatch,
+    pack_trajectory_microbatch,
+    plan_microbatches,
+    plan_trajectory_microbatches,
+)
 
 
 def _random_batch(rng):
@@ -118,3 +123,80 @@ def test_bad_input_is_a_clear_error():
         plan_microbatches([2], [[3]], max_tokens=10.5)
     with pytest.raises(ValueError, match="response_lengths: expected one list per prompt"):
         plan_microbatches([2, 3], [[3]], max_tokens=10)
+
+
+# --- trajectories of tree layouts ---------------------------------------------------------------
+
+
+def _random_trajectories(rng):
+    """Several tasks, each a tree: a prompt, first answers shared in pairs, tool outputs, second
+    answers; some trajectories end early (a prefix of another)."""
+    trajectories = []
+    for task in range(rng.randint(1, 4)):
+        prompt = [100 + task, *(rng.randint(1, 90) for _ in range(rng.randint(1, 12)))]
+        for pair in range(rng.randint(1, 3)):
+            answer = [rng.randint(1, 90) for _ in range(rng.randint(1, 8))]
+            for _ in range(rng.randint(1, 2)):
+                trajectory = [(prompt, False), (answer, True)]
+                if rng.random() < 0.8:
+                    trajectory += [([rng.randint(1, 90) for _ in range(rng.randint(1, 6))], False),
+                                   ([rng.randint(1, 90) for _ in range(rng.randint(1, 5))], True)]
+                trajectories.append(trajectory)
+    return trajectories
+
+
+def _tokens(trajectory):
+    return [t for ids, _ in trajectory for t in ids]
+
+
+def test_trajectory_plans_keep_trees_whole_unless_too_large_and_cover_every_trajectory_once():
+    rng = random.Random(13)
+    for _ in range(60):
+        trajectories = _random_trajectories(rng)
+        longest = max(len(_tokens(t)) for t in trajectories)
+        whole = dualkv.pack_trajectories(trajectories).num_tokens
+        max_tokens = rng.randint(longest, whole + 5)
+        try:
+            plan = plan_trajectory_microbatches(trajectories, max_tokens=max_tokens, dp_size=rng.randint(1, 3))
+        except ValueError as error:
+            assert "dp_size" in str(error)
+            continue
+        seen = collections.Counter()
+        slices_of_tree = collections.Counter()
+        for batches in plan.ranks:
+            for mb in batches:
+                packed = pack_trajectory_microbatch(mb, trajectories)
+                assert packed.num_tokens <= mb.tokens <= max_tokens
+                for s in mb.slices:
+                    assert s.tokens == dualkv.pack_trajectories([trajectories[i] for i in s.responses]).num_tokens
+                    slices_of_tree[s.group] += 1
+                seen.update(i for _, i in mb.responses)
+                # Each trajectory's tokens sit along its path, at its own positions.
+                for row, (_, i) in enumerate(mb.responses):
+                    count = int(packed.response_lengths[row])
+                    trained = [t for ids, flag in trajectories[i] for t in ids if flag]
+                    assert packed.input_ids[0, packed.token_rows[row, :count]].tolist() == trained
+        assert set(seen) == set(range(len(trajectories))) and max(seen.values()) == 1
+        trees = collections.defaultdict(list)
+        for i, t in enumerate(trajectories):
+            trees[_tokens(t)[0]].append(t)
+        too_large = {
+            tree for tree, members in enumerate(trees.values()) if dualkv.pack_trajectories(members).num_tokens > max_tokens
+        }
+        assert {tree for tree, n in slices_of_tree.items() if n > 1} == too_large == set(plan.split_groups)
+
+
+def test_a_split_tree_repeats_its_shared_prefix_in_each_slice():
+    prompt = list(range(1, 11))
+    trajectories = [[(prompt, False), ([20 + b, 30, 31, 32], True)] for b in range(4)]
+    plan = plan_trajectory_microbatches(trajectories, max_tokens=18)
+    assert plan.split_groups == (0,)
+    slices = [s for batches in plan.ranks for mb in batches for s in mb.slices]
+    assert sorted(len(s.responses) for s in slices) == [2, 2]  # 10 + 4 + 4 each: the prompt twice
+    assert all(s.tokens == 18 for s in slices)
+
+
+def test_a_trajectory_longer_than_the_budget_is_an_error():
+    with pytest.raises(ValueError, match=r"max_tokens: trajectories\[1\] alone has 9 tokens"):
+        plan_trajectory_microbatches([[([1, 2], False), ([3], True)], [([1, 2, 3, 4, 5], False), ([6] * 4, True)]],
+                                     max_tokens=8)

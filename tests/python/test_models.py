@@ -9,18 +9,18 @@ import re
 
 import pytest
 import torch
-from models_support import CONFIGS, model_pair, right_padded_rows, rollouts
+from models_support import CONFIGS, grpo_loss, model_pair, right_padded_rows, rollouts
 from transformers import AutoModelForCausalLM
 from transformers.masking_utils import create_causal_mask
 
 import dualkv
 import dualkv.transformers  # noqa: F401  (registers attn_implementation="dualkv")
-from dualkv import losses
+
 
 # Several groups with different P and N, ragged R (including 1).
 SHAPES = [(7, [3, 5, 1]), (2, [4, 2]), (5, [6]), (1, [2, 1, 3, 2])]
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-QUICK_STARTS = [ROOT / "docs" / "python.md", ROOT / "README.md"]
+QUICK_STARTS = [ROOT / "docs" / "python.md", ROOT / "docs" / "trees.md", ROOT / "README.md"]
 
 
 def _ncopy_logprobs(logits, input_ids, prompt_lengths, attention_mask):
@@ -40,22 +40,7 @@ def _ncopy_logprobs(logits, input_ids, prompt_lengths, attention_mask):
     )
 
 
-def _grpo_loss(logprobs, packed, seed):
-    gen = torch.Generator().manual_seed(seed)
-    rewards = torch.rand(packed.num_responses, generator=gen)
-    noise = torch.randn(logprobs.shape, generator=gen)
-    advantages = losses.group_advantages(rewards, packed.response_group)
-    return losses.policy_loss(
-        logprobs,
-        logprobs.detach() + 0.1 * noise,
-        advantages,
-        packed.response_mask,
-        clip_low=0.2,
-        clip_high=0.28,
-        aggregation="seq-mean-token-mean",
-        ref_logprobs=logprobs.detach() - 0.05 * noise.abs(),
-        kl_coef=0.04,
-    )
+
 
 
 def _assert_gradients_match(packed_model, reference_model):
@@ -78,7 +63,7 @@ def test_packed_model_equals_ncopy_batch(name, reference_attention):
 
     reference_logits = reference_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
     reference_logprobs = _ncopy_logprobs(reference_logits, input_ids, prompt_lengths, attention_mask)
-    reference_loss = _grpo_loss(reference_logprobs, dualkv.pack(prompts, responses), seed=2)
+    reference_loss = grpo_loss(reference_logprobs, dualkv.pack(prompts, responses), seed=2)
     reference_loss.backward()
 
     packed, row_map = dualkv.pack_rows(input_ids, attention_mask, group_ids, prompt_lengths=prompt_lengths)
@@ -87,7 +72,7 @@ def test_packed_model_equals_ncopy_batch(name, reference_attention):
         input_ids=packed.input_ids, position_ids=packed.position_ids, dualkv_layout=packed.layout, use_cache=False
     ).logits
     logprobs = dualkv.response_logprobs(logits, packed)
-    loss = _grpo_loss(logprobs, packed, seed=2)
+    loss = grpo_loss(logprobs, packed, seed=2)
     loss.backward()
 
     torch.testing.assert_close(logprobs, reference_logprobs, rtol=0, atol=1e-5)

@@ -1,6 +1,6 @@
 """The CUDA op inside whole models, in bf16, and against the CPU op on the same inputs.
 
-Model level: a tiny random-init Qwen3 and Llama (head dim 64, which the CUDA kernels compile),
+Model level: a tiny random-init Qwen3 and Llama (head dims 64 and 256, which the CUDA kernels compile),
 packed with attn_implementation="dualkv" and as the N-copy batch with "sdpa", both bf16 on CUDA,
 each compared with the fp32 N-copy model on the same (bf16-rounded) weights. The N-copy bf16
 model's own error to that reference is what bf16 costs; dualkv's error on log-probs, loss and
@@ -21,7 +21,7 @@ from dualkv import losses
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
 
-HEAD_DIM = 64  # the tiny configs' 16 is not compiled for CUDA; 64 is
+HEAD_DIMS = [64, 256]  # the tiny configs' 16 is not compiled for CUDA; these are
 # Several groups, ragged responses (R = 1 included), prompts longer than one 64-key tile.
 SHAPES = [(70, [23, 64, 1, 9]), (5, [80, 3]), (33, [17])]
 ERROR_RATIO = 2.0
@@ -31,14 +31,14 @@ ERROR_RATIO = 2.0
 ERROR_FLOOR = torch.finfo(torch.bfloat16).eps / 32
 
 
-def _models(name, device):
+def _models(name, device, head_dim):
     """(packed bf16 "dualkv", N-copy bf16 "sdpa", N-copy fp32 "sdpa") sharing bf16-rounded weights,
     so the fp32 model measures only the error of computing in bf16."""
     torch.manual_seed(0)
     models = []
     for attention, dtype in (("dualkv", torch.bfloat16), ("sdpa", torch.bfloat16), ("sdpa", torch.float32)):
         config = CONFIGS[name]()  # one config object each: from_config records the attention in it
-        config.head_dim = HEAD_DIM
+        config.head_dim = head_dim
         model = AutoModelForCausalLM.from_config(config, attn_implementation=attention, dtype=torch.float32)
         if models:  # the first model's weights, already rounded to bf16
             model.load_state_dict(models[0].state_dict())
@@ -103,9 +103,9 @@ def _relative_error(actual, expected):
     return float((actual - expected).norm() / expected.norm().clamp(min=1e-30))
 
 
-def model_errors(name, device):
+def model_errors(name, device, head_dim):
     """{quantity: (dualkv's relative error, N-copy bf16's relative error)} against the fp32 N-copy model."""
-    packed_model, ncopy_model, reference_model = _models(name, device)
+    packed_model, ncopy_model, reference_model = _models(name, device, head_dim)
     prompts, responses = rollouts(7, SHAPES)
     packed = dualkv.pack(prompts, responses)
     reference_logprobs = _ncopy_logprobs_of(reference_model, prompts, responses, device)
@@ -132,9 +132,10 @@ def model_errors(name, device):
     return errors
 
 
+@pytest.mark.parametrize("head_dim", HEAD_DIMS)
 @pytest.mark.parametrize("name", ["qwen3", "llama"])
-def test_bf16_packed_model_is_as_accurate_as_the_ncopy_batch(name):
-    errors = model_errors(name, "cuda")
+def test_bf16_packed_model_is_as_accurate_as_the_ncopy_batch(name, head_dim):
+    errors = model_errors(name, "cuda", head_dim)
     worse = {
         quantity: f"dualkv {packed:.2e} vs N-copy {ncopy:.2e}"
         for quantity, (packed, ncopy) in errors.items()
@@ -169,7 +170,7 @@ def _op_results(device, layout, q, k, v, dout):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("kv_heads", KV_HEADS)
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
 def test_cuda_op_matches_cpu_op(head_dim, kv_heads, dtype):
     layout, q, k, v, dout = _op_inputs(kv_heads, head_dim, dtype)
     cpu = _op_results("cpu", layout, q, k, v, dout)

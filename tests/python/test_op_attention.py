@@ -280,18 +280,18 @@ def test_torch_deterministic_algorithms_select_the_deterministic_backward(family
     "device, dtype", [("cpu", torch.float32), pytest.param("cuda", torch.float16, marks=NEEDS_GPU)]
 )
 def test_offsets_changed_in_place_are_not_served_from_the_cache(device, dtype, make_qkv):
-    """The operator keeps one C++ layout, with its device plans, per pair of offset tensors while
+    """The operator keeps one C++ layout, with its device plans, per pair of layout tensors while
     they live (python/csrc/layout_registry.h). Offsets written into the same tensors between two
     calls are another layout: the second call follows them."""
     cu_seqlens = torch.tensor([0, 4, 7, 12], dtype=torch.int32)  # prompt 4, responses 3 and 5
-    cu_groups = torch.tensor([0, 3], dtype=torch.int32)
+    parents = torch.tensor([-1, 0, 0], dtype=torch.int32)
     q, k, v = (t.detach().to(device) for t in make_qkv(12, HEADS, 2, HEAD_DIM, dtype))
-    first, _ = torch.ops.dualkv.attention_forward(q, k, v, cu_seqlens, cu_groups, None, False)
-    again, _ = torch.ops.dualkv.attention_forward(q, k, v, cu_seqlens, cu_groups, None, False)
+    first, _ = torch.ops.dualkv.attention_forward(q, k, v, cu_seqlens, parents, None, False)
+    again, _ = torch.ops.dualkv.attention_forward(q, k, v, cu_seqlens, parents, None, False)
     assert torch.equal(first, again)
 
     cu_seqlens.copy_(torch.tensor([0, 6, 8, 12], dtype=torch.int32))  # prompt 6, responses 2 and 4
-    changed, _ = torch.ops.dualkv.attention_forward(q, k, v, cu_seqlens, cu_groups, None, False)
+    changed, _ = torch.ops.dualkv.attention_forward(q, k, v, cu_seqlens, parents, None, False)
     expected, _ = dense_reference(
         q.cpu().double(), k.cpu().double(), v.cpu().double(), visibility_mask([6], [[2, 4]]), HEAD_DIM**-0.5
     )

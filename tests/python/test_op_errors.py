@@ -72,7 +72,7 @@ def test_bad_softmax_scale_raises_value_error(softmax_scale, qkv, layout):
     "arguments, argument",
     [
         (lambda q, k, v, layout: (q.numpy(), k, v, layout), "q"),
-        (lambda q, k, v, layout: (q, k, v, (layout.cu_seqlens, layout.cu_groups)), "layout"),
+        (lambda q, k, v, layout: (q, k, v, (layout.cu_seqlens, layout.parents)), "layout"),
     ],
     ids=["q_not_tensor", "layout_not_layout"],
 )
@@ -88,30 +88,37 @@ def test_wrong_option_types_raise_type_error(keyword, value, qkv, layout):
 
 
 @pytest.mark.parametrize(
-    "cu_seqlens, cu_groups, argument",
+    "cu_seqlens, parents, argument",
     [
-        (torch.tensor([0, 3, 5, 6, 8, 12]).int(), torch.tensor([0, 3, 5]).long(), "cu_groups"),
-        (torch.tensor([0, 3, 5, 6, 8, 12]).float(), torch.tensor([0, 3, 5]).int(), "cu_seqlens"),
-        (torch.tensor([[0, 3, 5, 6, 8, 12]]).int(), torch.tensor([0, 3, 5]).int(), "cu_seqlens"),
+        (torch.tensor([0, 3, 5, 6, 8, 12]).int(), torch.tensor([-1, 0, 0, -1, 3]).long(), "parents"),
+        (torch.tensor([0, 3, 5, 6, 8, 12]).float(), torch.tensor([-1, 0, 0, -1, 3]).int(), "cu_seqlens"),
+        (torch.tensor([[0, 3, 5, 6, 8, 12]]).int(), torch.tensor([-1, 0, 0, -1, 3]).int(), "cu_seqlens"),
     ],
-    ids=["groups_int64", "seqlens_float", "seqlens_2d"],
+    ids=["parents_int64", "seqlens_float", "seqlens_2d"],
 )
-def test_operator_rejects_malformed_layout_tensors(cu_seqlens, cu_groups, argument, qkv):
+def test_operator_rejects_malformed_layout_tensors(cu_seqlens, parents, argument, qkv):
     with pytest.raises(ValueError, match=names(argument)):
-        torch.ops.dualkv.attention_forward(*qkv, cu_seqlens, cu_groups, None, False)
+        torch.ops.dualkv.attention_forward(*qkv, cu_seqlens, parents, None, False)
 
 
 def test_operator_validates_offsets(qkv):
     cu_seqlens = torch.tensor([0, 3, 5, 5, 8, 12], dtype=torch.int32)  # an empty segment
-    cu_groups = torch.tensor([0, 3, 5], dtype=torch.int32)
+    parents = torch.tensor([-1, 0, 0, -1, 3], dtype=torch.int32)
     with pytest.raises(ValueError, match=names("cu_seqlens[3]") + ".*strictly increasing"):
-        torch.ops.dualkv.attention_forward(*qkv, cu_seqlens, cu_groups, None, False)
+        torch.ops.dualkv.attention_forward(*qkv, cu_seqlens, parents, None, False)
+
+
+def test_operator_validates_parents(qkv):
+    cu_seqlens = torch.tensor([0, 3, 5, 6, 8, 12], dtype=torch.int32)
+    parents = torch.tensor([-1, 0, 4, -1, 3], dtype=torch.int32)  # segment 2's parent comes after it
+    with pytest.raises(ValueError, match=names("parents[2]") + ".*must be < 2"):
+        torch.ops.dualkv.attention_forward(*qkv, cu_seqlens, parents, None, False)
 
 
 def test_backward_operator_names_its_arguments(qkv, layout):
     q, k, v = qkv
-    out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.cu_groups, None, False)
-    arguments = (out, q, k, v, out, lse, layout.cu_seqlens, layout.cu_groups, None, False)
+    out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.parents, None, False)
+    arguments = (out, q, k, v, out, lse, layout.cu_seqlens, layout.parents, None, False)
     with pytest.raises(ValueError, match=names("dout.tokens")):
         torch.ops.dualkv.attention_backward(out[:-1], *arguments[1:])
     with pytest.raises(ValueError, match=names("lse") + ".*float32"):
@@ -124,23 +131,23 @@ def test_inputs_are_not_modified(layout, generator):
     kv_heads = KV_HEADS
     qkv = torch.randn(layout.num_tokens, HEADS + 2 * kv_heads, HEAD_DIM, generator=generator).requires_grad_()
     dout = torch.randn(layout.num_tokens, HEADS, HEAD_DIM, generator=generator)
-    before = qkv.detach().clone(), dout.clone(), layout.cu_seqlens.clone(), layout.cu_groups.clone()
+    before = qkv.detach().clone(), dout.clone(), layout.cu_seqlens.clone(), layout.parents.clone()
 
     q, k, v = qkv.split([HEADS, kv_heads, kv_heads], dim=1)
     dualkv.attention(q, k, v, layout).backward(dout)
 
-    after = qkv.detach(), dout, layout.cu_seqlens, layout.cu_groups
+    after = qkv.detach(), dout, layout.cu_seqlens, layout.parents
     for b, a in zip(before, after):
         assert torch.equal(b, a)
 
 
 @pytest.mark.parametrize(
     "on_meta, argument",
-    [("cu_seqlens", "cu_seqlens"), ("cu_groups", "cu_groups"), ("k", "k.device"), ("v", "v.device")],
+    [("cu_seqlens", "cu_seqlens"), ("parents", "parents"), ("k", "k.device"), ("v", "v.device")],
 )
 def test_forward_with_one_meta_argument_is_an_error_not_uninitialised_memory(on_meta, argument, qkv, layout):
     """A meta tensor among real ones routes the call to the fake kernel, which must refuse it."""
-    arguments = dict(zip("qkv", qkv), cu_seqlens=layout.cu_seqlens, cu_groups=layout.cu_groups)
+    arguments = dict(zip("qkv", qkv), cu_seqlens=layout.cu_seqlens, parents=layout.parents)
     arguments[on_meta] = arguments[on_meta].to("meta")
     with pytest.raises(ValueError, match=names(argument)):
         torch.ops.dualkv.attention_forward(*arguments.values(), None, False)
@@ -149,9 +156,9 @@ def test_forward_with_one_meta_argument_is_an_error_not_uninitialised_memory(on_
 @pytest.mark.parametrize("on_meta", ["dout", "out", "lse", "cu_seqlens"])
 def test_backward_with_one_meta_argument_is_an_error_not_uninitialised_memory(on_meta, qkv, layout):
     q, k, v = qkv
-    out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.cu_groups, None, False)
-    names_in_order = ("dout", "q", "k", "v", "out", "lse", "cu_seqlens", "cu_groups")
-    arguments = dict(zip(names_in_order, (out, q, k, v, out, lse, layout.cu_seqlens, layout.cu_groups)))
+    out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.parents, None, False)
+    names_in_order = ("dout", "q", "k", "v", "out", "lse", "cu_seqlens", "parents")
+    arguments = dict(zip(names_in_order, (out, q, k, v, out, lse, layout.cu_seqlens, layout.parents)))
     arguments[on_meta] = arguments[on_meta].to("meta")
     with pytest.raises(ValueError, match=names(on_meta if on_meta == "cu_seqlens" else f"{on_meta}.device")):
         torch.ops.dualkv.attention_backward(*arguments.values(), None, False)
@@ -159,7 +166,7 @@ def test_backward_with_one_meta_argument_is_an_error_not_uninitialised_memory(on
 
 def test_all_meta_tensors_give_shapes_for_tracing(qkv, layout):
     q, k, v = (t.to("meta") for t in qkv)
-    out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.cu_groups, None, False)
+    out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.parents, None, False)
     assert out.device.type == lse.device.type == "meta"
     assert out.shape == q.shape and lse.shape == (q.shape[1], q.shape[0])
 
@@ -169,7 +176,7 @@ def test_unknown_kernel_family_is_an_error_naming_it(qkv, layout):
         dualkv.attention(*qkv, layout, kernel_family="sm90")
     # Both operators check too (callers of torch.ops.dualkv skip the Python wrapper), also on the
     # CPU, which ignores a valid family.
-    offsets = (layout.cu_seqlens, layout.cu_groups)
+    offsets = (layout.cu_seqlens, layout.parents)
     with pytest.raises(ValueError, match=names("kernel_family")):
         torch.ops.dualkv.attention_forward(*qkv, *offsets, None, False, "sm90")
     out, lse = torch.ops.dualkv.attention_forward(*qkv, *offsets, None, False)

@@ -37,18 +37,18 @@ def test_opcheck_forward(device, dtype, layout, inputs):
     for softmax_scale in (None, 0.5):
         torch.library.opcheck(
             torch.ops.dualkv.attention_forward.default,
-            (q, k, v, layout.cu_seqlens, layout.cu_groups, softmax_scale, False),
+            (q, k, v, layout.cu_seqlens, layout.parents, softmax_scale, False),
         )
 
 
 @pytest.mark.parametrize("device, dtype", DEVICE_DTYPES)
 def test_opcheck_backward(device, dtype, layout, inputs, generator):
     q, k, v = (t.detach() for t in on_device(inputs, device, dtype))
-    out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.cu_groups, None, False)
+    out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.parents, None, False)
     dout = torch.randn(out.shape, generator=generator).to(device, dtype)
     torch.library.opcheck(
         torch.ops.dualkv.attention_backward.default,
-        (dout, q, k, v, out, lse, layout.cu_seqlens, layout.cu_groups, None, True, "portable"),
+        (dout, q, k, v, out, lse, layout.cu_seqlens, layout.parents, None, True, "portable"),
     )
 
 

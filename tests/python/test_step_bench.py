@@ -377,11 +377,13 @@ def test_flex_block_mask_equals_dualkv_on_the_packed_stream():
     assert torch.allclose(_model_outputs(lm, batch, step_attention.FLEX_PACKED), expected, atol=1e-5, rtol=1e-5)
 
 
-def _dense_flex_attention(query, key, value, *, block_mask, scale, enable_gqa):
+def _dense_flex_attention(query, key, value, *, block_mask, scale, enable_gqa, kernel_options=None):
     """Stand-in for compiled flex_attention (no backward on a CPU): SDPA with block_mask's mask_mod
-    evaluated on every (query, key) pair of the stream."""
+    evaluated on every (query, key) pair of the stream. kernel_options: None (the Triton backend) or
+    the FA4 backend's."""
     from torch.nn.attention.flex_attention import create_mask
 
+    assert kernel_options in (None, {"BACKEND": "FLASH"})
     assert enable_gqa and block_mask.shape[-2:] == (query.shape[2], key.shape[2])
     mask = create_mask(block_mask.mask_mod, None, None, query.shape[2], key.shape[2], device=query.device)
     return torch.nn.functional.scaled_dot_product_attention(
@@ -420,7 +422,8 @@ def _baseline_under_sequence_parallelism_body(rank, world, method):
         attention, reference = step_attention.FLASH_NCOPY, step_attention.FLASH_NCOPY
     else:  # against dualkv: the stand-in's mask is checked too
         batch = dualkv.pack([g.prompt for g in rollouts()], [g.responses for g in rollouts()])
-        attention, reference = step_attention.FLEX_PACKED, "dualkv"
+        attention = {"flex_packed": step_attention.FLEX_PACKED, "flex_fa4": step_attention.FLEX_FA4}[method]
+        reference = "dualkv"
     # A token-mean-sized loss (gradients of order 1) for fp32 tolerances of order 1e-5.
     weights = torch.randn(batch.num_tokens, lm.config.hidden_size, generator=torch.Generator().manual_seed(7))
     weights /= batch.num_tokens
@@ -443,7 +446,7 @@ def _baseline_under_sequence_parallelism_body(rank, world, method):
         torch.testing.assert_close(gradient, expected_gradients[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
-@pytest.mark.parametrize("method", ["flash_ncopy", "flex_packed"])
+@pytest.mark.parametrize("method", ["flash_ncopy", "flex_packed", "flex_fa4"])
 def test_baseline_under_sequence_parallelism_equals_the_unsharded_run(method, tmp_path):
     # The GPU kernels have CPU stand-ins (per-row causal SDPA; SDPA on the block mask's mask_mod), so
     # this checks what the baselines add around them under SP: Ulysses' exchanges and head split,

@@ -7,9 +7,17 @@ import copy
 import pytest
 import torch
 from distributed_support import run_ranks
-from training_support import LEARNING_RATE, assert_same_update, config, models, reference_step, rollouts
+from training_support import (
+    LEARNING_RATE,
+    assert_same_update,
+    check_fsdp_updates,
+    config,
+    models,
+    reference_step,
+    rollouts,
+)
 
-from dualkv.training import PackedPolicy, Parallelism, UpdateConfig, init_parallelism, policy_update, shard_policy
+from dualkv.training import PackedPolicy, Parallelism, UpdateConfig, policy_update
 
 
 def _expected(lm, ref_lm, batch, cfg):
@@ -43,20 +51,12 @@ def test_single_process_update_equals_whole_batch_update():
 
 
 def _fsdp_body(rank, world):
-    for sp in (1, 2):
-        lm, ref_lm = models()
-        batch, cfg = rollouts(), config()
-        loss, norm, expected = _expected(lm, ref_lm, batch, cfg)
-        before = {n: p.detach().clone() for n, p in lm.named_parameters()}
-        parallel = init_parallelism(sp, "cpu")
-        policy = shard_policy(PackedPolicy(lm), parallel, param_dtype=None)
-        reference = shard_policy(PackedPolicy(ref_lm), parallel, param_dtype=None, activation_checkpointing=False)
-        optimizer = torch.optim.AdamW(policy.parameters(), lr=LEARNING_RATE)
-        metrics = policy_update(policy, optimizer, batch, cfg, parallel, reference=reference)
-        what = f"rank {rank}, dp={world // sp}, sp={sp}"
+    batch = rollouts()
+
+    def check(metrics, loss, norm, what):
         _check_metrics(metrics, loss, norm, batch, what)
-        after = {n.removeprefix("lm."): p.full_tensor() for n, p in policy.named_parameters()}
-        assert_same_update(before, after, expected, what)
+
+    check_fsdp_updates(rank, world, batch, config(), _expected, check)
 
 
 def test_fsdp2_update_on_two_ranks_equals_whole_batch_update(tmp_path):

@@ -13,7 +13,14 @@ from transformers import AutoModelForCausalLM
 import dualkv
 import dualkv.transformers  # noqa: F401  (registers attn_implementation="dualkv")
 from dualkv import losses
-from dualkv.training import RolloutGroup, UpdateConfig
+from dualkv.training import (
+    PackedPolicy,
+    RolloutGroup,
+    UpdateConfig,
+    init_parallelism,
+    policy_update,
+    shard_policy,
+)
 
 # Group 0 (7 + 26 tokens) exceeds MAX_TOKENS and is split; on 2 data-parallel ranks one rank has
 # fewer micro-batches than the other and runs a weight-0 filler.
@@ -72,6 +79,12 @@ def reference_step(lm, ref_lm, batch, cfg):
     """One packed forward over the whole batch, the library's aggregated loss, torch's clip and
     AdamW: what `policy_update` must equal however it splits the batch. Returns (loss, norm)."""
     packed = dualkv.pack([g.prompt for g in batch], [g.responses for g in batch])
+    return reference_update(lm, ref_lm, packed, [r for g in batch for r in g.rewards], cfg)
+
+
+def reference_update(lm, ref_lm, packed, rewards, cfg):
+    """`reference_step` on a packed batch (its responses' rewards in order): the update on prompt
+    groups or, from `dualkv.pack_trajectories`, on trajectory groups."""
 
     def score(model):
         hidden = model.model(
@@ -81,8 +94,7 @@ def reference_step(lm, ref_lm, batch, cfg):
 
     with torch.no_grad():
         old, ref = score(lm), score(ref_lm)
-    rewards = torch.tensor([r for g in batch for r in g.rewards])
-    advantages = losses.group_advantages(rewards, packed.response_group)
+    advantages = losses.group_advantages(torch.tensor(rewards), packed.response_group)
     loss = losses.policy_loss(
         score(lm),
         old,
@@ -107,3 +119,22 @@ def assert_same_update(before, after, expected_after, what):
         delta, expected = after[name] - initial, expected_after[name] - initial
         error = (delta - expected).norm() / expected.norm().clamp(min=1e-30)
         assert error <= 1e-3, f"{name}, {what}: relative update error {float(error):.2e}"
+
+
+def check_fsdp_updates(rank, world, batch, cfg, expected_of, check_metrics):
+    """policy_update on `batch` under FSDP2 with sequence parallelism 1 and 2 against the update
+    written out on the whole batch: expected_of(lm, ref_lm, batch, cfg) -> (loss, norm, expected
+    parameters); check_metrics(metrics, loss, norm, what) checks the step's metrics."""
+    for sp in (1, 2):
+        lm, ref_lm = models()
+        loss, norm, expected = expected_of(lm, ref_lm, batch, cfg)
+        before = {n: p.detach().clone() for n, p in lm.named_parameters()}
+        parallel = init_parallelism(sp, "cpu")
+        policy = shard_policy(PackedPolicy(lm), parallel, param_dtype=None)
+        reference = shard_policy(PackedPolicy(ref_lm), parallel, param_dtype=None, activation_checkpointing=False)
+        optimizer = torch.optim.AdamW(policy.parameters(), lr=LEARNING_RATE)
+        metrics = policy_update(policy, optimizer, batch, cfg, parallel, reference=reference)
+        what = f"rank {rank}, dp={world // sp}, sp={sp}"
+        check_metrics(metrics, loss, norm, what)
+        after = {n.removeprefix("lm."): p.full_tensor() for n, p in policy.named_parameters()}
+        assert_same_update(before, after, expected, what)

@@ -18,7 +18,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ROLLOUT_SUFFIXES", "RolloutGroup", "load_jsonl", "load_parquet", "load_rollouts", "synthetic_rollouts"]
+__all__ = [
+    "ROLLOUT_SUFFIXES",
+    "RolloutGroup",
+    "TrajectoryGroup",
+    "load_jsonl",
+    "load_parquet",
+    "load_rollouts",
+    "synthetic_rollouts",
+]
 
 FIELDS = ("prompt", "responses", "rewards")
 ROLLOUT_SUFFIXES = (".jsonl", ".parquet")
@@ -42,6 +50,24 @@ class RolloutGroup:
             raise ValueError(f"responses[{empty[0]}]: needs at least one token")
         if len(self.rewards) != len(self.responses):
             raise ValueError(f"rewards: expected one per response ({len(self.responses)}), got {len(self.rewards)}")
+
+
+@dataclass(frozen=True)
+class TrajectoryGroup:
+    """A GRPO/DAPO group of multi-turn trajectories (each a list of turns, `dualkv.Turn(token_ids,
+    trained)`, as `dualkv.pack_trajectories` takes them), with one scalar reward each. The policy
+    update packs them into tree layouts, every common prefix once."""
+
+    trajectories: tuple
+    rewards: tuple[float, ...]
+
+    def __post_init__(self):
+        if not self.trajectories:
+            raise ValueError("trajectories: a group needs at least one trajectory")
+        if len(self.rewards) != len(self.trajectories):
+            raise ValueError(
+                f"rewards: expected one per trajectory ({len(self.trajectories)}), got {len(self.rewards)}"
+            )
 
 
 def load_rollouts(path: str | Path) -> list[RolloutGroup]:

@@ -1,8 +1,9 @@
 """One GRPO/DAPO policy update over a rollout batch: packed micro-batches, sequence-parallel when
 asked, gradient accumulation, global clipping, one optimizer step.
 
-1. Plan group-aware micro-batches for this data-parallel rank (`dualkv.microbatch`); advantages
-   are normalised per prompt group over all its responses before any split.
+1. Plan group-aware micro-batches for this data-parallel rank (`dualkv.microbatch`: prompt groups,
+   or the trees of trajectory groups); advantages are normalised per group over all its
+   responses (trajectories) before any split.
 2. Old (and, with a KL term, reference) log-probs: forward only, through the same packed path.
 3. Per micro-batch: log-probs, per-token loss times a weight that normalises by the WHOLE batch
    (all ranks, all micro-batches), backward; FSDP reduce-scatters every micro-batch's gradients
@@ -25,10 +26,18 @@ import torch.distributed as dist
 
 from .. import losses
 from ..distributed.sequence import shard_sequence
-from ..microbatch import MicroBatch, pack_microbatch, plan_microbatches
+from ..microbatch import (
+    MicroBatch,
+    pack_microbatch,
+    pack_trajectory_microbatch,
+    plan_microbatches,
+    plan_trajectory_microbatches,
+)
+from ..packing import PackedBatch
+from ..trajectories import flatten_trajectories
 from .parallel import Parallelism
 from .policy import PackedPolicy
-from .rollouts import RolloutGroup
+from .rollouts import RolloutGroup, TrajectoryGroup
 
 __all__ = ["UpdateConfig", "policy_update"]
 
@@ -74,7 +83,7 @@ class UpdateConfig:
 def policy_update(
     policy: PackedPolicy,
     optimizer: torch.optim.Optimizer,
-    rollouts: Sequence[RolloutGroup],
+    rollouts: Sequence[RolloutGroup] | Sequence[TrajectoryGroup],
     config: UpdateConfig,
     parallel: Parallelism,
     *,
@@ -85,39 +94,37 @@ def policy_update(
     step's metrics, identical on every rank: loss (the batch's aggregated loss), kl, entropy and
     clip_fraction (token means over the batch; clip_fraction counts tokens whose ratio lies
     outside the clip range), grad_norm (before clipping), skipped (non-finite norm: no step taken),
-    packed_tokens and ncopy_tokens (the N-copy batch's), micro_steps, split_groups, time_s."""
+    packed_tokens and ncopy_tokens (the N-copy batch's), micro_steps, split_groups (split trees, for
+    trajectory groups), time_s.
+
+    rollouts: prompt groups (RolloutGroup), or groups of multi-turn trajectories (TrajectoryGroup),
+    packed into tree layouts."""
     if config.kl_coef != 0.0 and reference is None:
         raise ValueError("reference: a reference policy is required when kl_coef != 0")
     if not rollouts:
         raise ValueError("rollouts: the batch needs at least one prompt group")
     start = time.perf_counter()
-    plan = plan_microbatches(
-        [len(g.prompt) for g in rollouts],
-        [[len(r) for r in g.responses] for g in rollouts],
-        max_tokens=config.max_tokens,
-        dp_size=parallel.dp_size,
-    )
-    advantages = _advantages(rollouts, config.scale_advantages_by_std)
-    totals = _BatchTotals(rollouts)
+    batch = _rollout_batch(rollouts, config.scale_advantages_by_std)
+    plan = batch.plan(config.max_tokens, parallel.dp_size)
+    totals = batch.totals
     schedule = _schedule(plan.ranks[parallel.dp_rank], plan.num_steps)
-    prompts, responses = [g.prompt for g in rollouts], [g.responses for g in rollouts]
-    packed = [pack_microbatch(mb, prompts, responses).to(parallel.device) for mb, _ in schedule]
+    packed = [batch.pack(mb).to(parallel.device) for mb, _ in schedule]
     inputs = [shard_sequence(p, parallel.sp_group) if parallel.sp_size > 1 else p for p in packed]
 
     with torch.no_grad():
-        old = [policy(batch)[0] for batch in inputs]
-        ref = [reference(batch)[0] for batch in inputs] if config.kl_coef != 0.0 else None
+        old = [policy(micro_batch)[0] for micro_batch in inputs]
+        ref = [reference(micro_batch)[0] for micro_batch in inputs] if config.kl_coef != 0.0 else None
 
     clip_high = config.clip_low if config.clip_high is None else config.clip_high
     sums = torch.zeros(4, dtype=torch.float64, device=parallel.device)  # loss, kl, entropy, clipped
     optimizer.zero_grad(set_to_none=True)
-    for step, ((mb, weight), batch) in enumerate(zip(schedule, inputs)):
-        logprobs, entropy = policy(batch)
+    for step, ((mb, weight), micro_batch) in enumerate(zip(schedule, inputs)):
+        logprobs, entropy = policy(micro_batch)
         mask = packed[step].response_mask
         per_token = losses.clipped_policy_loss(
             logprobs,
             old[step],
-            _micro_advantages(advantages, mb, mask),
+            batch.advantages_of(mb).to(mask.device),
             clip_low=config.clip_low,
             clip_high=config.clip_high,
             clip_c=config.clip_c,
@@ -160,10 +167,8 @@ def policy_update(
 class _BatchTotals:
     """Counts of the whole rollout batch, which every micro-batch's loss is normalised by."""
 
-    def __init__(self, rollouts: Sequence[RolloutGroup]):
-        self.responses = sum(len(g.responses) for g in rollouts)
-        self.tokens = sum(len(r) for g in rollouts for r in g.responses)
-        self.ncopy_tokens = sum(len(g.prompt) * len(g.responses) + sum(map(len, g.responses)) for g in rollouts)
+    def __init__(self, responses: int, tokens: int, ncopy_tokens: int):
+        self.responses, self.tokens, self.ncopy_tokens = responses, tokens, ncopy_tokens
 
     def weights(self, mask: torch.Tensor, aggregation: str) -> torch.Tensor:
         """Per-token weights for a micro-batch's (num_responses, max_R) values such that summing
@@ -176,17 +181,69 @@ class _BatchTotals:
         return mask / (mask.sum(dim=1, keepdim=True) * self.responses)  # seq-mean-token-mean
 
 
-def _advantages(rollouts: Sequence[RolloutGroup], scale_by_std: bool) -> list[torch.Tensor]:
-    """Per group, its responses' advantages, normalised over the whole group."""
-    rewards = torch.tensor([r for g in rollouts for r in g.rewards], dtype=torch.float32)
-    groups = torch.repeat_interleave(torch.arange(len(rollouts)), torch.tensor([len(g.rewards) for g in rollouts]))
-    flat = losses.group_advantages(rewards, groups, scale_by_std=scale_by_std)
-    return list(flat.split([len(g.rewards) for g in rollouts]))
+def _group_advantages(rewards_per_group: list[Sequence[float]], scale_by_std: bool) -> torch.Tensor:
+    """Every response's (trajectory's) advantage, normalised over its whole group, flat in order."""
+    rewards = torch.tensor([r for group in rewards_per_group for r in group], dtype=torch.float32)
+    sizes = torch.tensor([len(group) for group in rewards_per_group])
+    groups = torch.repeat_interleave(torch.arange(len(rewards_per_group)), sizes)
+    return losses.group_advantages(rewards, groups, scale_by_std=scale_by_std)
 
 
-def _micro_advantages(advantages: list[torch.Tensor], mb: MicroBatch, mask: torch.Tensor) -> torch.Tensor:
-    """(num_responses,) advantages of a micro-batch's responses, in its packed order."""
-    return torch.stack([advantages[g][i] for g, i in mb.responses]).to(mask.device)
+class _PromptGroupBatch:
+    """A batch of RolloutGroups: micro-batches of whole prompt groups (`plan_microbatches`)."""
+
+    def __init__(self, rollouts: Sequence[RolloutGroup], scale_by_std: bool):
+        self.prompts, self.responses = [g.prompt for g in rollouts], [g.responses for g in rollouts]
+        flat = _group_advantages([g.rewards for g in rollouts], scale_by_std)
+        self.advantages = list(flat.split([len(g.rewards) for g in rollouts]))
+        self.totals = _BatchTotals(
+            sum(len(g.responses) for g in rollouts),
+            sum(len(r) for g in rollouts for r in g.responses),
+            sum(len(g.prompt) * len(g.responses) + sum(map(len, g.responses)) for g in rollouts),
+        )
+
+    def plan(self, max_tokens: int, dp_size: int):
+        lengths = [[len(r) for r in group] for group in self.responses]
+        return plan_microbatches([len(p) for p in self.prompts], lengths, max_tokens=max_tokens, dp_size=dp_size)
+
+    def pack(self, mb: MicroBatch) -> PackedBatch:
+        return pack_microbatch(mb, self.prompts, self.responses)
+
+    def advantages_of(self, mb: MicroBatch) -> torch.Tensor:
+        """(num_responses,) advantages of a micro-batch's responses, in its packed order."""
+        return torch.stack([self.advantages[g][i] for g, i in mb.responses])
+
+
+class _TrajectoryBatch:
+    """A batch of TrajectoryGroups: micro-batches of whole trees of their trajectories
+    (`plan_trajectory_microbatches`); a trajectory's index is its place in the whole batch."""
+
+    def __init__(self, rollouts: Sequence[TrajectoryGroup], scale_by_std: bool):
+        self.trajectories = [t for g in rollouts for t in g.trajectories]
+        self.group_of = [g for g, group in enumerate(rollouts) for _ in group.trajectories]
+        self.advantages = _group_advantages([g.rewards for g in rollouts], scale_by_std)
+        flat = flatten_trajectories(self.trajectories)
+        self.totals = _BatchTotals(
+            len(flat), sum(sum(trained) for _, trained in flat), sum(len(tokens) for tokens, _ in flat)
+        )
+
+    def plan(self, max_tokens: int, dp_size: int):
+        return plan_trajectory_microbatches(self.trajectories, max_tokens=max_tokens, dp_size=dp_size)
+
+    def pack(self, mb: MicroBatch) -> PackedBatch:
+        return pack_trajectory_microbatch(mb, self.trajectories, group_ids=self.group_of)
+
+    def advantages_of(self, mb: MicroBatch) -> torch.Tensor:
+        return self.advantages[torch.tensor([i for _, i in mb.responses])]
+
+
+def _rollout_batch(rollouts, scale_by_std: bool):
+    if all(isinstance(g, RolloutGroup) for g in rollouts):
+        return _PromptGroupBatch(rollouts, scale_by_std)
+    if all(isinstance(g, TrajectoryGroup) for g in rollouts):
+        return _TrajectoryBatch(rollouts, scale_by_std)
+    kinds = sorted({type(g).__name__ for g in rollouts})
+    raise TypeError(f"rollouts: expected RolloutGroups or TrajectoryGroups, one kind for the whole batch, got {kinds}")
 
 
 def _schedule(batches: Sequence[MicroBatch], steps: int) -> list[tuple[MicroBatch, float]]:

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "host/backward_plan.h"
+#include "host/query_plan.h"
 
 namespace dualkv::detail {
 
@@ -27,10 +28,12 @@ struct BackwardKernelParams {
   float dq_accum_scale;  // the convert pass's factor: 1 if the KV kernel scaled its dQ sums, else softmax_scale
   const int32_t* cu_seqlens;  // num_segments + 1 entries
   int num_segments;
-  const int32_t* cu_groups;  // num_groups + 1 entries: group g owns segments [cu_groups[g], cu_groups[g + 1])
-  int num_groups;
+  const int32_t* cu_runs;  // num_runs + 1 entries: run r is segments [cu_runs[r], cu_runs[r + 1])
+  int num_runs;
+  const QueryRun* runs;  // the run table the key tiles' walks index (host/backward_plan.h)
   const TileWork* key_tiles;
-  const TileWork* query_tiles;  // deterministic only
+  const QueryTile* query_tiles;      // deterministic only, with their key ranges
+  const KeyRange* query_key_ranges;  // (host/query_plan.h)
   int num_key_tiles;
   int num_query_tiles;
   int tokens;

@@ -190,10 +190,13 @@ DeviceBackwardPlan device_backward_plan(const Layout& layout, int key_block, int
     return backward_plan_image(layout, key_block, query_block, dq_query_block);
   });
   return {plan.region<int32_t>(kCuSeqlensRegion),
-          plan.region<int32_t>(kCuGroupsRegion),
+          plan.region<int32_t>(kCuRunsRegion),
+          plan.count(kCuRunsRegion) - 1,
+          plan.region<QueryRun>(kRunTableRegion),
           plan.region<TileWork>(kKeyTilesRegion),
           plan.count(kKeyTilesRegion),
-          plan.region<TileWork>(kQueryTilesRegion),
+          plan.region<QueryTile>(kQueryTilesRegion),
+          plan.region<KeyRange>(kQueryKeyRangesRegion),
           plan.count(kQueryTilesRegion),
           PlanUse(captured ? nullptr : plan.buffer.get(), options.stream)};
 }

@@ -44,10 +44,13 @@ struct DeviceQueryPlan {
 
 struct DeviceBackwardPlan {
   const int32_t* cu_seqlens;
-  const int32_t* cu_groups;
+  const int32_t* cu_runs;
+  int64_t num_runs;
+  const QueryRun* runs;
   const TileWork* key_tiles;
   int64_t num_key_tiles;
-  const TileWork* query_tiles;  // none unless dq_query_block > 0
+  const QueryTile* query_tiles;  // none unless dq_query_block > 0
+  const KeyRange* query_key_ranges;
   int64_t num_query_tiles;
   PlanUse use;
 };

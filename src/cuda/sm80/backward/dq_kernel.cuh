@@ -1,24 +1,29 @@
 // Query-major dQ kernel of the deterministic backward (sm80+): recomputes P and dP for one query
 // tile of one query head and writes dQ directly, with a fixed reduction order and no atomics.
 //
-// Work item: blockIdx.x = query tile * H + head, query tiles heaviest first (host plan). Key
-// ranges, walked in tiles of kDqKeyBlock: a response tile sees the whole prompt (unmasked) and
-// then its own response up to its last query (causal); a prompt tile sees the prompt up to its
-// last query (causal).
+// Work item: blockIdx.x = query tile * H + head, query tiles heaviest first (host plan: the
+// forward's, host/query_plan.h). Key ranges, walked in tiles of kDqKeyBlock (KeyBlockWalk): the
+// tile's ancestors (unmasked but past a range's end; two-level layouts: a response tile's prompt)
+// and then its own segment up to its last query (causal).
 //
 // Warp roles: kDqWarps warps, each owns 16 query rows of S = Q K^T, dP = dO V^T and
-// dQ += dS K; dS feeds the last GEMM straight from registers.
+// dQ += dS K; dS feeds the last GEMM straight from registers. A thread holds 16 x d / 32 fp32 dQ
+// values: 128 at head_dim 256, where the key steps shrink to 32 (16 on sm_86/sm_89) so that the
+// scores and operands fit beside them.
 //
 // Pipeline: Q, dO, LSE and D are loaded once; K and V of the next key tile are fetched with
 // cp.async into the other of two stages while the current one is computed.
 //
 // Shared memory: Q, dO [kDqQueryBlock x d]; K, V [2 stages][kDqKeyBlock x d]; LSE, D
-// [kDqQueryBlock] fp32. 16-bit tiles use the 8x64 Swizzle<3,3,3> atom.
+// [kDqQueryBlock] fp32. 16-bit tiles use the 8x64 Swizzle<3,3,3> atom. Per shape of tile_shapes.h
+// (head_dim: queries x keys): 64: 64 x 64, 48.5 KiB; 128: 64 x 64, 96.5 KiB; 256: 64 x 32,
+// 128.5 KiB, or 64 x 16, 96.5 KiB.
 #pragma once
 
 #include <cute/tensor.hpp>
 
 #include "cuda/common/backward_kernel_params.h"
+#include "cuda/common/key_block_walk.h"
 #include "cuda/common/softmax_backward.cuh"
 #include "cuda/sm80/backward/kernel_traits.cuh"
 #include "cuda/sm80/mma.cuh"
@@ -41,13 +46,6 @@ struct DqSharedStorage {
   alignas(16) float delta[Traits::kDqQueryBlock];
 };
 
-// One key tile of a query tile's walk: [begin, range_end) clipped to kDqKeyBlock keys.
-struct KeyStep {
-  int begin;
-  int range_end;
-  bool causal;  // the range is the query tile's own segment
-};
-
 template <typename Traits>
 __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const BackwardKernelParams p) {
   using Element = typename Traits::Element;
@@ -62,24 +60,11 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
   // ---- work item ----
   const int head = blockIdx.x % p.heads;
   const int kv_head = head / (p.heads / p.kv_heads);
-  const TileWork tile = p.query_tiles[blockIdx.x / p.heads];
-  const int query_begin = tile.begin;
-  const int segment_begin = p.cu_seqlens[tile.segment];
-  const int segment_end = p.cu_seqlens[tile.segment + 1];
-  const int query_rows = min(kM, segment_end - query_begin);
-  const int query_end = query_begin + query_rows;
-  const bool in_response = tile.segment != tile.prompt_segment;
-
-  // Response tiles start with the unmasked prompt range; every tile ends with its own segment.
-  const KeyStep own_range{segment_begin, query_end, true};
-  KeyStep step = in_response ? KeyStep{p.cu_seqlens[tile.prompt_segment], p.cu_seqlens[tile.prompt_segment + 1], false}
-                             : own_range;
-  auto advance = [&](KeyStep s) {
-    s.begin += kN;
-    if (s.begin >= s.range_end && !s.causal) s = own_range;
-    return s;
-  };
-  auto done = [](const KeyStep& s) { return s.begin >= s.range_end; };
+  const QueryTile tile = p.query_tiles[blockIdx.x / p.heads];
+  const int query_begin = tile.q_begin;
+  const int query_rows = tile.q_end - tile.q_begin;
+  using Walk = KeyBlockWalk<kN>;
+  Walk step(tile, p.query_key_ranges);
 
   // ---- loads ----
   typename Traits::DqTileCopy tile_copy;
@@ -100,12 +85,12 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
     }
     cp_async_fence();
   }
-  auto load_step = [&](const KeyStep& s, int stage) {
-    const int rows = s.range_end - s.begin;
+  auto load_step = [&](const Walk& s, int stage) {
+    const int rows = s.range_end() - s.key_begin();
     const auto* k_base =
-        static_cast<const Element*>(p.k.data) + int64_t{s.begin} * p.k.token_stride + kv_head * p.k.head_stride;
+        static_cast<const Element*>(p.k.data) + int64_t{s.key_begin()} * p.k.token_stride + kv_head * p.k.head_stride;
     const auto* v_base =
-        static_cast<const Element*>(p.v.data) + int64_t{s.begin} * p.v.token_stride + kv_head * p.v.head_stride;
+        static_cast<const Element*>(p.v.data) + int64_t{s.key_begin()} * p.v.token_stride + kv_head * p.v.head_stride;
     Tensor sK = make_tensor(make_smem_ptr(smem.k[stage]), typename Traits::DqSmemKey{});
     Tensor sV = make_tensor(make_smem_ptr(smem.v[stage]), typename Traits::DqSmemKey{});
     copy_rows_async(tile_copy, global_rows<kN, kD>(k_base, p.k.token_stride), sK, rows);
@@ -131,8 +116,9 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
   load_step(step, stage);
   cp_async_fence();
   while (true) {
-    const KeyStep next = advance(step);
-    const bool has_next = !done(next);
+    Walk next = step;
+    next.advance();
+    const bool has_next = !next.done();
     if (has_next) load_step(next, stage ^ 1);
     cp_async_fence();
     cp_async_wait<1>();
@@ -154,10 +140,12 @@ __global__ void __launch_bounds__(Traits::kDqThreads) backward_dq_kernel(const B
       gemm_from_shared(mma, acc_dp, tSrQ, tSrK, tSsdO, load_b.get_thread_slice(tid).partition_S(sV), load_a, load_b);
     }
 
-    const int key_rows = min(kN, step.range_end - step.begin);
-    const bool needs_mask = (step.causal && step.begin + kN - 1 > query_begin) || query_rows < kM || key_rows < kN;
+    const int key_begin = step.key_begin();
+    const bool causal = step.causal();
+    const int key_rows = min(kN, step.range_end() - key_begin);
+    const bool needs_mask = (causal && key_begin + kN - 1 > query_begin) || query_rows < kM || key_rows < kN;
     const auto visible = [&](int m, int n) {
-      return n < key_rows && m < query_rows && (!step.causal || step.begin + n <= query_begin + m);
+      return n < key_rows && m < query_rows && (!causal || key_begin + n <= query_begin + m);
     };
     Tensor s_rc = make_tensor(acc_s.data(), accumulator_rows_by_columns(acc_s.layout()));
     Tensor ds_rc = make_tensor(acc_dp.data(), accumulator_rows_by_columns(acc_dp.layout()));

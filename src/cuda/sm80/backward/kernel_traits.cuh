@@ -36,7 +36,7 @@ struct BackwardTraits {
   static constexpr int kKeyBlock = kShape.key_block;
   static constexpr int kQueryBlock = kShape.query_block;
   static constexpr int kQueryStages = kShape.query_stages;
-  static constexpr int kKvWarps = kKeyBlock / 16;
+  static constexpr int kKvWarps = kShape.kv_warps;
   static constexpr int kKvThreads = kKvWarps * 32;
   // Every GEMM of the KV-major kernel (S^T, dP^T: key x query; dV, dK: key x d; dQ: query x d)
   // uses one 2-D warp grid, 2 warps along the second dimension: each warp then reads half of the
@@ -82,6 +82,13 @@ struct BackwardTraits {
   static_assert(kQueryStages == 1 || kQueryStages == 2, "one or two Q/dO buffers");
   static_assert(kQueryBlock % 32 == 0, "score tiles use a 32- or 64-column swizzle atom");
   static_assert(2 * kQueryBlock <= kKvThreads, "one thread per LSE and per D value of a query tile");
+  static_assert(kKvWarps % 2 == 0, "two warp columns");
+  // A cp.async wave of RowTileCopy covers whole rows, and every tile whole waves.
+  static constexpr int kKvRowsPerWave = kKvThreads / (kHeadDim / 8);
+  static constexpr int kDqRowsPerWave = kDqThreads / (kHeadDim / 8);
+  static_assert(kKvRowsPerWave > 0 && kKeyBlock % kKvRowsPerWave == 0 && kQueryBlock % kKvRowsPerWave == 0 &&
+                    kDqRowsPerWave > 0 && kDqQueryBlock % kDqRowsPerWave == 0 && kDqKeyBlock % kDqRowsPerWave == 0,
+                "cp.async waves tile every (rows, head_dim) tile");
   static_assert(kQueryBlock % 16 == 0 && kDqKeyBlock % 16 == 0, "MMA K is 16");
 };
 

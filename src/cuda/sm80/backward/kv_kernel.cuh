@@ -2,16 +2,19 @@
 // that tile's contribution to dQ.
 //
 // Work item: blockIdx.x = key tile * Hk + kv head, key tiles heaviest first (host plan). The CTA
-// walks every (query tile, query head) pair that sees the key tile -- prompt key tile: the
-// prompt's query tiles from the key tile on, then every response's query tiles; response key
-// tile: its own response's query tiles from the key tile on -- so dK and dV live in fp32
-// registers for the whole walk: no expanded GQA buffers and no dK/dV atomics.
+// walks every (query tile, query head) pair that sees the key tile (QueryWalk: its segment's query
+// tiles from the key tile on, then every query tile of its descendants; two-level layouts: a
+// prompt key tile's walk goes on over every response, a response key tile's stays in its
+// response) -- so dK and dV live in fp32 registers for the whole walk: no expanded GQA buffers and
+// no dK/dV atomics.
 //
-// Warp roles: kKvWarps warps (kKeyBlock / 16) in one (kKvWarpsM x 2) grid for S^T = K Q^T and
-// dP^T = V dO^T (key x query), then dV += P^T dO and dK += dS^T Q (key x d); (atomic mode)
-// dQ = dS K (query x d) on a (2 x kKvWarps / 2) grid, whose 32 x 32 warp tiles suit its
-// kQueryBlock rows. P^T and dS^T pass through shared memory between the GEMMs,
-// so no warp needs a whole head_dim-wide operand slice in registers.
+// Warp roles: kKvWarps warps (the shape's kv_warps) in one (kKvWarps / 2 x 2) grid for
+// S^T = K Q^T and dP^T = V dO^T (key x query), then dV += P^T dO and dK += dS^T Q (key x d);
+// (atomic mode) dQ = dS K (query x d) on a (2 x kKvWarps / 2) grid, whose 32 x 32 warp tiles suit
+// its kQueryBlock rows. P^T and dS^T pass through shared memory between the GEMMs, so no warp
+// needs a whole head_dim-wide operand slice in registers. Each thread holds
+// 2 * kKeyBlock * kHeadDim / kKvThreads fp32 dK/dV values: 128 at head_dim 128 (128 keys, 8 warps)
+// and 256 (64 keys, 8 warps; 32 keys, 4 warps), 64 at head_dim 64.
 //
 // Pipeline: K, V are loaded once; Q, dO, LSE and D of the next (query tile, head) are fetched
 // with cp.async while the current one is computed: with two stages into the other stage at the
@@ -20,7 +23,9 @@
 //
 // Shared memory: K, V [kKeyBlock x d]; Q, dO [stages][kQueryBlock x d]; P^T, dS^T
 // [kKeyBlock x kQueryBlock]; LSE, D [stages][kQueryBlock] fp32. 16-bit tiles use the 8x64
-// Swizzle<3,3,3> atom (8x32 Swizzle<2,3,3> for 32-query score tiles).
+// Swizzle<3,3,3> atom (8x32 Swizzle<2,3,3> for 32-query score tiles). Per shape of tile_shapes.h
+// (head_dim: keys x queries, stages): 64: 128 x 64, 2: 97 KiB; 128: 128 x 64, 2: 161 KiB, or
+// 128 x 32, 1: 96.3 KiB; 256: 64 x 64, 1: 144.5 KiB, or 32 x 32, 1: 68.3 KiB.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -69,7 +74,7 @@ __global__ void __launch_bounds__(Traits::kKvThreads, 1) backward_kv_kernel(cons
   const TileWork tile = p.key_tiles[blockIdx.x / p.kv_heads];
   const int key_begin = tile.begin;
   const int key_rows = min(kN, p.cu_seqlens[tile.segment + 1] - key_begin);
-  const QueryWalk walk = QueryWalk::of_key_tile(p.cu_seqlens, tile, kv_head, p.heads / p.kv_heads, kM);
+  const QueryWalk walk = QueryWalk::of_key_tile(p.cu_seqlens, p.runs, tile, kv_head, p.heads / p.kv_heads, kM);
   QueryStep step = walk.first;
 
   // ---- loads ----

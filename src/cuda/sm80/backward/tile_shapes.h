@@ -3,23 +3,23 @@
 // shared memory with the numbers the kernels are compiled with, and a CPU test checks them.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
-#include "dualkv/errors.h"
+#include "cuda/sm80/tile_shape_table.h"
 
 namespace dualkv::detail::sm80 {
 
-// The KV-major kernel keeps a (key_block x head_dim) dK and dV tile in fp32 registers over
-// key_block / 16 warps (a (key_block / 32) x 2 warp grid). The dQ kernel keeps a
-// (dq_query_block x head_dim) dQ tile: dq_query_block / 16 warps, 16 rows each.
+// The KV-major kernel keeps a (key_block x head_dim) dK and dV tile in fp32 registers over kv_warps
+// warps (a (kv_warps / 2) x 2 grid): 2 * key_block * head_dim / (32 * kv_warps) registers per
+// thread (128 at head_dim 128 and 256). The dQ kernel keeps a (dq_query_block x head_dim) dQ tile:
+// dq_query_block / 16 warps, 16 rows each (head_dim / 2 registers per thread).
 struct BackwardTileShape {
   int head_dim;
   int key_block;       // KV-major kernel: keys per work item
   int query_block;     // KV-major kernel: queries per inner step
   int query_stages;    // KV-major kernel: Q/dO buffers; 2 lets the next step's loads overlap a whole step
+  int kv_warps;        // KV-major kernel: warps
   int dq_query_block;  // dQ kernel: queries per work item
   int dq_key_block;    // dQ kernel: keys per inner step
 };
@@ -28,11 +28,15 @@ struct BackwardTileShape {
 // head_dim whose kernels fit the shared memory a block may use (select_backward_tile_shape).
 // Opt-in limits per block: H100/H200 227 KiB, A100 163 KiB, sm_86/sm_89 (A10, L40, RTX 30/40)
 // 99 KiB. Each (head_dim, key_block, query_block) is one kernel instantiation
-// (src/cuda/backward_<dtype>_d<head_dim>_k<key_block>_q<query_block>.cu).
+// (src/cuda/backward_<dtype>_d<head_dim>_k<key_block>_q<query_block>.cu). At head_dim 256 a key
+// tile's dK and dV take 64 keys over 8 warps (FlashAttention-2's choice), or 32 over 4 where
+// 99 KiB hold neither two Q/dO stages nor 64 keys.
 inline constexpr BackwardTileShape kBackwardTileShapes[] = {
-    {64, 128, 64, 2, 64, 64},   // KV kernel 97 KiB: every sm_80+ GPU
-    {128, 128, 64, 2, 64, 64},  // KV kernel 161 KiB: A100, H100, H200
-    {128, 128, 32, 1, 64, 64},  // KV kernel 96.3 KiB: sm_86/sm_89 (1.18x the time of 128 x 64 on an H100)
+    {64, 128, 64, 2, 8, 64, 64},   // KV kernel 97 KiB: every sm_80+ GPU
+    {128, 128, 64, 2, 8, 64, 64},  // KV kernel 161 KiB: A100, H100, H200
+    {128, 128, 32, 1, 8, 64, 64},  // KV kernel 96.3 KiB: sm_86/sm_89 (1.18x the time of 128 x 64 on an H100)
+    {256, 64, 64, 1, 8, 64, 32},   // KV kernel 144.5 KiB, dQ kernel 128.5 KiB: A100, H100, H200
+    {256, 32, 32, 1, 4, 64, 16},   // KV kernel 68.3 KiB, dQ kernel 96.5 KiB: sm_86/sm_89
 };
 
 // The compiled shape of (head_dim, key_block, query_block), or nullptr.
@@ -75,19 +79,9 @@ constexpr size_t backward_shared_memory_bytes(const BackwardTileShape& shape, bo
 // naming `limit_name` if none fits the limit.
 inline const BackwardTileShape& select_backward_tile_shape(int64_t head_dim, bool deterministic, size_t limit_bytes,
                                                            const char* limit_name) {
-  size_t least_bytes = 0;  // of the compiled shapes for head_dim; 0 while none is found
-  for (const BackwardTileShape& shape : kBackwardTileShapes) {
-    if (shape.head_dim != head_dim) continue;
-    const size_t bytes = backward_shared_memory_bytes(shape, deterministic);
-    if (bytes <= limit_bytes) return shape;
-    least_bytes = least_bytes == 0 ? bytes : std::min(least_bytes, bytes);
-  }
-  if (least_bytes == 0) {
-    throw Error("q.head_dim", "CUDA backward is compiled for head_dim 64 and 128, got " + std::to_string(head_dim));
-  }
-  throw Error(limit_name, "the CUDA backward for head_dim " + std::to_string(head_dim) + " needs at least " +
-                              std::to_string(least_bytes) + " bytes of shared memory per block; the limit is " +
-                              std::to_string(limit_bytes));
+  return select_tile_shape(
+      kBackwardTileShapes, head_dim, limit_bytes, limit_name, "the CUDA backward",
+      [deterministic](const BackwardTileShape& shape) { return backward_shared_memory_bytes(shape, deterministic); });
 }
 
 }  // namespace dualkv::detail::sm80

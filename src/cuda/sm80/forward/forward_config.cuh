@@ -1,5 +1,6 @@
-// Compile-time configuration of the sm80 forward kernel for one (element type, head dimension):
-// block shape (from tile_shape.h, the single source of tile sizes), the tensor-core MMA,
+// Compile-time configuration of the sm80 forward kernel for one (element type, tile shape), the
+// shape named by (head_dim, block_m, block_n) in tile_shape.h, the single source of tile sizes:
+// the tensor-core MMA,
 // shared-memory layouts and the copy engines that move tiles between memories.
 #pragma once
 
@@ -10,11 +11,11 @@
 
 namespace dualkv::detail::sm80 {
 
-template <typename Element_, int kHeadDim_>
+template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_>
 struct ForwardConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr ForwardTileShape kShape = forward_tile_shape(kHeadDim);
+  static constexpr ForwardTileShape kShape = *find_forward_tile_shape(kHeadDim, kBlockM_, kBlockN_);
   static constexpr int kBlockM = kShape.block_m;
   static constexpr int kBlockN = kShape.block_n;
   static constexpr int kWarps = kShape.warps;
@@ -40,7 +41,7 @@ struct ForwardConfig {
   static constexpr int kSmemQElements = cute::cosize_v<SmemLayoutQ>;
   static constexpr int kSmemKVElements = cute::cosize_v<SmemLayoutKV>;
   static constexpr int kSmemBytes = (kSmemQElements + 2 * kSmemKVElements) * static_cast<int>(sizeof(Element));
-  static_assert(kSmemBytes == forward_shared_memory_bytes(kHeadDim), "tile_shape.h and the kernel disagree");
+  static_assert(kSmemBytes == forward_shared_memory_bytes(kShape), "tile_shape.h and the kernel disagree");
 
   // shared -> registers: ldmatrix (x4), transposed for V.
   using SmemLoadAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, Element>;

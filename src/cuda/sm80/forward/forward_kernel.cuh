@@ -9,7 +9,10 @@
 //
 // Warp roles: all kWarps warps are alike. Every thread issues cp.async for its share of each
 // tile; warp w computes query rows {16w + 16*kWarps*i} of S = Q K^T and O += P V, so the softmax
-// statistics of a row live in one quad of one warp and never need shared memory.
+// statistics of a row live in one quad of one warp and never need shared memory. Shapes
+// (tile_shape.h; head_dim: kBlockM x kBlockN, warps): 64: 128 x 128, 4; 128: 128 x 64, 4;
+// 256: 128 x 64, 8, or 64 x 64, 4 on sm_86/sm_89. At 128 and 256 a thread holds 128 fp32 values
+// of O.
 //
 // Pipeline (two stages, K and V alternating in their own buffers): while S(b) = Q K(b)^T runs,
 // V(b) is in flight; while softmax and P V(b) run, K(b+1) is in flight. Each wait is preceded by
@@ -19,6 +22,7 @@
 //   [0, kBlockM x d)             Q tile, loaded once; reused for the O tile in the epilogue
 //   [.., + kBlockN x d)          K block
 //   [.., + kBlockN x d)          V block (read transposed by ldmatrix.trans for P V)
+// 64 KiB at head_dim 64 and 128; at 256, 128 KiB (A100, Hopper) or 96 KiB (sm_86/sm_89).
 #pragma once
 
 #include <cute/tensor.hpp>

@@ -1,5 +1,5 @@
-// The launcher behind launch_sm80_forward<dtype, head_dim>; included only by the instantiation
-// units so that each (dtype, head_dim) kernel compiles in its own translation unit.
+// The launcher behind launch_sm80_forward<dtype, head_dim, block_m, block_n>; included only by the
+// instantiation units so that each (dtype, tile shape) kernel compiles in its own translation unit.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,9 +12,9 @@
 
 namespace dualkv::detail {
 
-template <DType kDType, int kHeadDim>
+template <DType kDType, int kHeadDim, int kBlockM, int kBlockN>
 void launch_sm80_forward(const ForwardKernelParams& params, int32_t work_items, cudaStream_t stream) {
-  using Config = sm80::ForwardConfig<CudaElementT<kDType>, kHeadDim>;
+  using Config = sm80::ForwardConfig<CudaElementT<kDType>, kHeadDim, kBlockM, kBlockN>;
   launch_with_shared_memory(sm80::forward_kernel<Config>, "sm80 forward kernel", work_items, Config::kThreads,
                             Config::kSmemBytes, stream, params);
 }

@@ -15,11 +15,24 @@ namespace {
 template <DType kDType>
 struct HeadDimDispatch {
   static size_t shared_memory_bytes(int64_t head_dim) {
-    return head_dim == 64 ? backward_shared_memory_bytes<kDType, 64>() : backward_shared_memory_bytes<kDType, 128>();
+    switch (head_dim) {
+      case 64:
+        return backward_shared_memory_bytes<kDType, 64>();
+      case 128:
+        return backward_shared_memory_bytes<kDType, 128>();
+      default:
+        return backward_shared_memory_bytes<kDType, 256>();
+    }
   }
   static void run(int64_t head_dim, const BackwardTmaParams& params) {
-    if (head_dim == 64) return run_backward<kDType, 64>(params);
-    return run_backward<kDType, 128>(params);
+    switch (head_dim) {
+      case 64:
+        return run_backward<kDType, 64>(params);
+      case 128:
+        return run_backward<kDType, 128>(params);
+      default:
+        return run_backward<kDType, 256>(params);
+    }
   }
 };
 
@@ -27,17 +40,14 @@ struct HeadDimDispatch {
 size_t shared_memory_bytes(const BackwardParams& p) {
   const size_t kv = p.q.dtype == DType::kFloat16 ? HeadDimDispatch<DType::kFloat16>::shared_memory_bytes(p.q.head_dim)
                                                  : HeadDimDispatch<DType::kBFloat16>::shared_memory_bytes(p.q.head_dim);
-  const size_t dq = p.deterministic
-                        ? sm80::backward_dq_shared_memory_bytes(*sm80::find_backward_tile_shape(
-                              p.q.head_dim, kDeterministicDqShape.key_block, kDeterministicDqShape.query_block))
-                        : 0;
+  const size_t dq = p.deterministic ? sm80::backward_dq_shared_memory_bytes(*deterministic_dq_shape(p.q.head_dim)) : 0;
   return kv > dq ? kv : dq;
 }
 
 }  // namespace
 
 bool backward_covers(const BackwardParams& params) {
-  static_assert(sizeof(kBackwardTileShapes) / sizeof(kBackwardTileShapes[0]) == 2,
+  static_assert(sizeof(kBackwardTileShapes) / sizeof(kBackwardTileShapes[0]) == 3,
                 "add the new head_dim to HeadDimDispatch");
   return (params.q.dtype == DType::kFloat16 || params.q.dtype == DType::kBFloat16) &&
          find_backward_tile_shape(params.q.head_dim) != nullptr;

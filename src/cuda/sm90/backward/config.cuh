@@ -29,6 +29,7 @@ struct BackwardConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr BackwardTileShape kShape = *find_backward_tile_shape(kHeadDim);
+  static_assert(kShape.split == BackwardSplit::kKeys);
   static constexpr int kBlockN = kShape.block_n;
   static constexpr int kBlockM = kShape.block_m;
   static constexpr int kStages = kShape.stages;

@@ -3,8 +3,8 @@
 // tests check the geometry the kernels use.
 //
 // Layout: per query head, slots of block_m x d floats, one per query tile a step adds into: tiles
-// start at a multiple of block_m from their run's start (the query steps of QueryWalk: a group's
-// prompt is one run, its responses together another). Inside a slot, the block_m x d tile is two
+// start at a multiple of block_m from their run's start (the query steps of QueryWalk; two-level
+// layouts: a group's prompt is one run, its responses together another). Inside a slot, the block_m x d tile is two
 // 64 x 64 warpgroup blocks (BackwardConfig's dq_block_first_row / _column say where each sits in
 // the tile), and a block keeps the wgmma accumulator's register order: value v of thread t at
 // float (v / 4) * 512 + 4 t + v % 4. So a block staged in shared memory in the same order (a
@@ -14,14 +14,15 @@
 // A step adds whole blocks, rows outside its queries included, and those rows may hold NaN (0 x K
 // for a NaN key of another response). So each slot row is read back for one token only, the one
 // whose contributions it collects, and a tile shared by several responses has several slots:
-//   - the tile's slot, named (segment holding its first token, tile): a prompt key tile's steps
-//     across the response run (every row of the tile sees the prompt), and the causal steps of
+//   - the tile's slot, named (segment holding its first token, tile): the steps of key tiles whose
+//     descendants' runs include the tile's (every row of the tile in the run sees their keys:
+//     runs are wholly inside or wholly outside a segment's descendants), and the causal steps of
 //     that first segment;
 //   - per later segment s starting inside the tile, the slot named (s, tile): the causal steps of
 //     s's key tiles there;
-//   - the first segment's tail slot, when that segment is a response and a later response of its
-//     run starts inside the tile: its key tiles' causal steps there, whose rows past its end are
-//     the later response's (one tail slot per segment, after the named ones).
+//   - the first segment's tail slot, when a later segment of its run starts inside the tile: its
+//     key tiles' causal steps there, whose rows past its end are the later segment's (one tail
+//     slot per segment, after the named ones).
 // The name (segment, tile) is segment + tile_begin / block_m. Names are distinct over every pair
 // of a tile and a segment holding some of its rows (a later tile starts at least block_m further
 // and its first segment is at or after the earlier tile's last), so a head has at most segments +
@@ -130,16 +131,14 @@ struct SegmentCursor {
   }
 };
 
-// The segments [begin, end) of the run holding segment `segment`: the segment alone if it is its
-// group's prompt, else its group's responses (cu_groups: the layout's G + 1 group offsets in
-// segments).
+// The segments [begin, end) of the run holding segment `segment` (cu_runs: the plan's R + 1 run
+// offsets in segments, host/backward_plan.h).
 struct SegmentRange {
   int begin, end;
 };
-DUALKV_HOST_DEVICE SegmentRange run_of_segment(const int32_t* cu_groups, int groups, int segment) {
-  const int group = last_at_or_below(cu_groups, groups, segment);
-  const int prompt = cu_groups[group];
-  return segment == prompt ? SegmentRange{prompt, prompt + 1} : SegmentRange{prompt + 1, cu_groups[group + 1]};
+DUALKV_HOST_DEVICE SegmentRange run_of_segment(const int32_t* cu_runs, int runs, int segment) {
+  const int run = last_at_or_below(cu_runs, runs, segment);
+  return SegmentRange{cu_runs[run], cu_runs[run + 1]};
 }
 
 // Whether the causal steps of `segment` (tokens [segment_begin, segment_end), its run's segments
@@ -150,16 +149,17 @@ DUALKV_HOST_DEVICE bool adds_into_tail_slot(int segment, int segment_begin, int 
   return segment_begin <= tile_begin && segment_end < tile_begin + block_m && segment + 1 < run_end_segment;
 }
 
-// The slot a step of key tile `key_tile`'s walk adds its dQ block into. A step across the
-// response run takes its tile's slot (`tile_segments` finds the segment holding the tile's first
-// token); a causal step's rows are all its key tile's segment's, whose slot on the tile it takes.
-DUALKV_HOST_DEVICE int64_t dq_step_slot(const QueryStep& step, const TileWork& key_tile, SegmentCursor& tile_segments,
-                                        int64_t tail_slots_begin, int block_m) {
-  if (!step.causal) return dq_accumulator_slot(tile_segments.at(step.begin, step.run), step.begin, block_m);
+// The slot a step of key tile `key_tile`'s walk adds its dQ block into (runs: the plan's run
+// table). A step across a descendant's run takes its tile's slot (`tile_segments` finds the
+// segment holding the tile's first token); a causal step's rows are all its key tile's
+// segment's, whose slot on the tile it takes.
+DUALKV_HOST_DEVICE int64_t dq_step_slot(const QueryStep& step, const TileWork& key_tile, const QueryRun* runs,
+                                        SegmentCursor& tile_segments, int64_t tail_slots_begin, int block_m) {
+  const QueryRun run = runs[step.run];
+  if (!step.causal) return dq_accumulator_slot(tile_segments.at(step.begin, run.first_segment), step.begin, block_m);
   const int segment = key_tile.segment;
-  const int run_end = segment == key_tile.prompt_segment ? segment + 1 : key_tile.group_end_segment;
   // rows_begin is the later of the tile's and the segment's first token, rows_end the segment's end.
-  return adds_into_tail_slot(segment, step.rows_begin, step.rows_end, run_end, step.begin, block_m)
+  return adds_into_tail_slot(segment, step.rows_begin, step.rows_end, run.end_segment, step.begin, block_m)
              ? tail_slots_begin + segment
              : dq_accumulator_slot(segment, step.begin, block_m);
 }
@@ -174,10 +174,10 @@ struct DqRowSlots {
   int64_t tile_slot;
   int64_t own_slot;
 };
-DUALKV_HOST_DEVICE DqRowSlots dq_row_slots(const int32_t* cu_seqlens, int segments, const int32_t* cu_groups,
-                                           int groups, int token, int64_t tail_slots_begin, int block_m) {
+DUALKV_HOST_DEVICE DqRowSlots dq_row_slots(const int32_t* cu_seqlens, int segments, const int32_t* cu_runs, int runs,
+                                           int token, int64_t tail_slots_begin, int block_m) {
   const int segment = segment_of_token(cu_seqlens, segments, token);
-  const SegmentRange run = run_of_segment(cu_groups, groups, segment);
+  const SegmentRange run = run_of_segment(cu_runs, runs, segment);
   const int run_begin = cu_seqlens[run.begin];
   const int tile_begin = run_begin + (token - run_begin) / block_m * block_m;
   const int segment_begin = cu_seqlens[segment];

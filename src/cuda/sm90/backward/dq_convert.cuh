@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(256)
   const int token = static_cast<int>(row / p.heads);
   const int head = static_cast<int>(row % p.heads);
   const int column = 8 * (threadIdx.x % Chunks::kPerRow);
-  const DqRowSlots slots = dq_row_slots(p.cu_seqlens, p.num_segments, p.cu_groups, p.num_groups, token,
+  const DqRowSlots slots = dq_row_slots(p.cu_seqlens, p.num_segments, p.cu_runs, p.num_runs, token,
                                         accumulator.tail_slots_begin, Config::kBlockM);
   const int tile_row = token - slots.tile_begin;
   if (tile_row % 16 >= 8) return;  // converted with the row 8 before it

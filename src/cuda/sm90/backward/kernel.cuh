@@ -38,8 +38,8 @@
 // full (the block is stored and fenced for the async proxy) and empty (the bulk reduction that
 // read it has finished reading).
 //
-// Query tiles lie on runs (QueryWalk: a group's prompt, or all its responses together), so a
-// prompt key tile's steps over the responses are full tiles across response boundaries.
+// Query tiles lie on runs (QueryWalk; two-level layouts: a group's prompt, or all its responses
+// together), so a key tile's steps over its descendants are full tiles across segment boundaries.
 // Rows outside the walk's queries: TMA loads whole boxes, so a boundary tile holds rows of the next
 // segment (possibly NaN), and a response key tile's first step may hold rows of the previous
 // response. Their probabilities and score gradients are set (not multiplied) to 0, and rows that a
@@ -64,6 +64,7 @@
 #include "cuda/sm90/backward/config.cuh"
 #include "cuda/sm90/backward/dq_accumulator.h"
 #include "cuda/sm90/backward/ds_store.cuh"
+#include "cuda/sm90/backward/key_tile_common.cuh"
 #include "cuda/sm90/backward/launch.h"
 #include "cuda/sm90/backward/zero_rows.cuh"
 #include "cuda/sm90/common/fragments.cuh"
@@ -83,79 +84,6 @@ enum BackwardBarrier : uint32_t {
 
 // A consumer warpgroup and the dQ warp meet at the staged block's barriers.
 constexpr uint32_t kDqHandoffThreads = 128 + 32;
-
-// The key tile and KV head of this CTA.
-struct KeyTileWork {
-  TileWork tile;
-  int kv_head;
-  int key_rows;  // keys of the tile inside its segment
-
-  __device__ __forceinline__ KeyTileWork(const BackwardKernelParams& p, int block_n) {
-    kv_head = static_cast<int>(blockIdx.x) % p.kv_heads;
-    tile = p.key_tiles[blockIdx.x / p.kv_heads];
-    key_rows = min(block_n, p.cu_seqlens[tile.segment + 1] - tile.begin);
-  }
-};
-
-// Makes every consumer thread's shared-memory writes visible to the wgmma (async proxy) of both
-// consumer warpgroups.
-template <typename Config>
-__device__ __forceinline__ void publish_to_consumers(uint32_t barrier) {
-  cutlass::arch::fence_view_async_shared();
-  cutlass::arch::NamedBarrier::sync(Config::kConsumerThreads, barrier);
-}
-
-// The 16-byte aligned start, at or before the step's first query, of its row of a stats array
-// (D or lse_log2): bulk copies need 16-byte aligned sources, rows start aligned
-// (stats_row_stride is a multiple of 4), and the consumers skip the step's first `begin % 4`.
-__device__ __forceinline__ const float* stats_row(const float* stats, const BackwardKernelParams& p,
-                                                  const QueryStep& step) {
-  return stats + step.head * p.stats_row_stride + (step.begin & ~3);
-}
-
-// (key, query) of each of consumer thread `thread`'s score accumulators, by (row, column).
-template <typename Config, typename TiledMma>
-__device__ __forceinline__ auto score_coordinates(const TiledMma& mma_sdp, int thread) {
-  using namespace cute;
-  Tensor coords = mma_sdp.get_thread_slice(thread).partition_C(
-      make_identity_tensor(Shape<Int<Config::kBlockN>, Int<Config::kBlockM>>{}));
-  return make_tensor(coords.data(), accumulator_rows_by_columns(coords.layout()));
-}
-
-template <typename Config>
-__device__ void produce_backward(const BackwardTmaParams& params, typename Config::SharedStorage& shared,
-                                 typename Config::Pipeline& q_pipeline, typename Config::Pipeline& do_pipeline) {
-  constexpr int kBlockM = Config::kBlockM;
-  constexpr int kTileElements = kBlockM * Config::kHeadDim;
-  constexpr int kStatsBytes = Config::kStatsFloats * sizeof(float);
-  const BackwardKernelParams& p = params.base;
-  const KeyTileWork work(p, Config::kBlockN);
-  auto& kv_full = *reinterpret_cast<cutlass::arch::ClusterTransactionBarrier*>(&shared.kv_full);
-  kv_full.arrive_and_expect_tx(Config::kKeyValueBytes);
-  load_tile<Config>(&params.k_map, &shared.kv_full, shared.k, Config::kBlockN, work.kv_head, work.tile.begin,
-                    kEvictFirst);
-  load_tile<Config>(&params.v_map, &shared.kv_full, shared.v, Config::kBlockN, work.kv_head, work.tile.begin,
-                    kEvictFirst);
-
-  // Q, dO, LSE and D rows are read by every key tile that sees them: keep them in L2.
-  auto q_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
-  auto do_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
-  const QueryWalk walk = QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
-  // One stage of a per-step pipeline: a (block_m x d) tile and its row of per-query statistics.
-  const auto load_stage = [&](typename Config::Pipeline& pipeline, auto& state, const CUtensorMap* map,
-                              typename Config::Element* tiles, const float* stats,
-                              float(*stats_stages)[Config::kStatsFloats], const QueryStep& step) {
-    pipeline.producer_acquire(state);
-    uint64_t* barrier = pipeline.producer_get_barrier(state);
-    load_tile<Config>(map, barrier, tiles + state.index() * kTileElements, kBlockM, step.head, step.begin, kEvictLast);
-    cute::SM90_BULK_COPY_G2S::copy(stats_row(stats, p, step), barrier, stats_stages[state.index()], kStatsBytes);
-    ++state;
-  };
-  for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
-    load_stage(q_pipeline, q_state, &params.q_map, shared.q, p.lse_log2, shared.lse_log2, step);
-    load_stage(do_pipeline, do_state, &params.dout_map, shared.dout, p.delta, shared.delta, step);
-  }
-}
 
 // Stores a warpgroup's 64 x 64 dQ block (a wgmma accumulator, unscaled: the convert pass applies
 // the softmax scale) to its staging buffer in the accumulator's order, value v of thread t at
@@ -192,11 +120,11 @@ __device__ void reduce_staged_dq(const BackwardTmaParams& params, typename Confi
     cutlass::arch::NamedBarrier::arrive(kDqHandoffThreads, kDqEmptyBarrier + warpgroup);
   }
   const QueryWalk walk =
-      QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, Config::kBlockM);
+      QueryWalk::of_key_tile(p.cu_seqlens, p.runs, work.tile, work.kv_head, p.heads / p.kv_heads, Config::kBlockM);
   SegmentCursor tile_segments{p.cu_seqlens};
   const int64_t tail_slots_begin = dq_tail_slots_begin(p.tokens, p.num_segments, Config::kBlockM);
   for (QueryStep step = walk.first; !walk.done(step);) {
-    const int64_t slot = dq_step_slot(step, work.tile, tile_segments, tail_slots_begin, Config::kBlockM);
+    const int64_t slot = dq_step_slot(step, work.tile, p.runs, tile_segments, tail_slots_begin, Config::kBlockM);
     CUTE_UNROLL
     for (int warpgroup = 0; warpgroup < Config::kConsumerWarpgroups; ++warpgroup) {
       cutlass::arch::NamedBarrier::sync(kDqHandoffThreads, kDqFullBarrier + warpgroup);
@@ -284,7 +212,8 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
 
   typename Config::Pipeline::PipelineState q_state, do_state;
   const float scale_log2 = p.softmax_scale * kLog2E;
-  const QueryWalk walk = QueryWalk::of_key_tile(p.cu_seqlens, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
+  const QueryWalk walk =
+      QueryWalk::of_key_tile(p.cu_seqlens, p.runs, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
   int ds_stage = 0;
   // Atomic mode: a step's dK GEMM still runs when the next step's S^T and dP^T are issued, so the
   // tensor pipe does not drain between steps; its Q stage goes back once S^T is seen complete.
@@ -407,43 +336,26 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   warpgroup_wait<0>();
   if (q_release_pending) q_pipeline.consumer_release(q_release_state);
 
-  // Epilogue: dK = scale * sum dS^T Q and dV = sum P^T dO as column pairs, rows inside the segment.
-  Tensor out_coords =
-      mma_kv.get_thread_slice(thread).partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
-  auto* dk =
-      static_cast<Element*>(p.dk.data) + int64_t{key_begin} * p.dk.token_stride + work.kv_head * p.dk.head_stride;
-  auto* dv =
-      static_cast<Element*>(p.dv.data) + int64_t{key_begin} * p.dv.token_stride + work.kv_head * p.dv.head_stride;
-  CUTE_UNROLL
-  for (int i = 0; i < size(acc_dk); i += 2) {
-    const int row = get<0>(out_coords(i));
-    if (row < work.key_rows) {
-      const int column = get<1>(out_coords(i));
-      cutlass::Array<Element, 2> dk_pair, dv_pair;
-      dk_pair[0] = static_cast<Element>(acc_dk(i) * p.softmax_scale);
-      dk_pair[1] = static_cast<Element>(acc_dk(i + 1) * p.softmax_scale);
-      dv_pair[0] = static_cast<Element>(acc_dv(i));
-      dv_pair[1] = static_cast<Element>(acc_dv(i + 1));
-      *reinterpret_cast<cutlass::Array<Element, 2>*>(dk + row * p.dk.token_stride + column) = dk_pair;
-      *reinterpret_cast<cutlass::Array<Element, 2>*>(dv + row * p.dv.token_stride + column) = dv_pair;
-    }
-  }
+  // With lean index registers, from a thread index of its own: ptxas otherwise reused the masking
+  // pass's coordinates here, kept in local memory through the step loop (head_dim 64,
+  // deterministic mode).
+  int epilogue_thread = thread;
+  if constexpr (Config::kLeanIndexRegisters) hide_from_hoisting(epilogue_thread);
+  store_key_gradients<Config>(mma_kv, epilogue_thread, acc_dk, acc_dv, p, work);
 }
 
 template <typename Config, bool kAccumulateDq>
 __global__ void __launch_bounds__(Config::kThreads, 1)
     backward_kv_kernel(const __grid_constant__ BackwardTmaParams params) {
   extern __shared__ char shared_bytes[];
-  auto& shared = aligned_shared_storage<Config>(shared_bytes);
-  auto q_pipeline = make_tma_pipeline<Config>(shared.q_pipeline, Config::kQueryStageBytes);
-  auto do_pipeline = make_tma_pipeline<Config>(shared.do_pipeline, Config::kQueryStageBytes);
-  if (threadIdx.x == 0) cutlass::arch::ClusterTransactionBarrier::init(&shared.kv_full, 1);
-  run_warp_specialized<Config>(
-      [&] {
-        if (threadIdx.x == 0) produce_backward<Config>(params, shared, q_pipeline, do_pipeline);
-        if (kAccumulateDq && threadIdx.x / 32 == 1) reduce_staged_dq<Config>(params, shared);
+  run_backward_frame<Config>(
+      params, shared_bytes,
+      [&](auto& shared, auto& q_pipeline, auto& do_pipeline) {
+        consume_backward<Config, kAccumulateDq>(params, shared, q_pipeline, do_pipeline);
       },
-      [&] { consume_backward<Config, kAccumulateDq>(params, shared, q_pipeline, do_pipeline); });
+      [&](auto& shared) {
+        if constexpr (kAccumulateDq) reduce_staged_dq<Config>(params, shared);
+      });
 }
 
 }  // namespace dualkv::detail::sm90

@@ -17,18 +17,39 @@
 #include "cuda/sm90/backward/dq_convert.cuh"
 #include "cuda/sm90/backward/kernel.cuh"
 #include "cuda/sm90/backward/launch.h"
+#include "cuda/sm90/backward/split_d_config.cuh"
+#include "cuda/sm90/backward/split_d_kernel.cuh"
 
 namespace dualkv::detail::sm90 {
 
+// The configuration and KV kernel of head_dim's tile shape: consumer warpgroups splitting the key
+// tile (kernel.cuh) or the head dimension (split_d_kernel.cuh).
+template <DType kDType, int kHeadDim>
+struct BackwardKernelOf {
+  static constexpr bool kSplitDim = find_backward_tile_shape(kHeadDim)->split == BackwardSplit::kHeadDim;
+  using Element = CudaElementT<kDType>;
+  using Config = std::conditional_t<kSplitDim, SplitDimBackwardConfig<Element, kHeadDim>,
+                                    BackwardConfig<Element, kHeadDim>>;
+  template <bool kAccumulateDq>
+  static constexpr auto kernel() {
+    if constexpr (kSplitDim) {
+      return backward_split_dim_kernel<Config, kAccumulateDq>;
+    } else {
+      return backward_kv_kernel<Config, kAccumulateDq>;
+    }
+  }
+};
+
 template <DType kDType, int kHeadDim>
 size_t backward_shared_memory_bytes() {
-  return BackwardConfig<CudaElementT<kDType>, kHeadDim>::kSmemBytes;
+  return BackwardKernelOf<kDType, kHeadDim>::Config::kSmemBytes;
 }
 
 template <DType kDType, int kHeadDim>
 void run_backward(const BackwardTmaParams& params) {
-  using Element = CudaElementT<kDType>;
-  using Config = BackwardConfig<Element, kHeadDim>;
+  using Kernels = BackwardKernelOf<kDType, kHeadDim>;
+  using Element = typename Kernels::Element;
+  using Config = typename Kernels::Config;
   const BackwardKernelParams& p = params.base;
   const auto stream = static_cast<cudaStream_t>(p.stream);
 
@@ -41,15 +62,15 @@ void run_backward(const BackwardTmaParams& params) {
     BackwardKernelParams preprocess = p;
     preprocess.dq_accum = nullptr;
     sm80::launch_backward_preprocess<Element, kHeadDim>(preprocess, stream);
-    launch_with_shared_memory(backward_kv_kernel<Config, true>, "sm90 backward_kv_kernel", kv_blocks, Config::kThreads,
-                              Config::kSmemBytes, stream, params);
+    launch_with_shared_memory(Kernels::template kernel<true>(), "sm90 backward KV kernel", kv_blocks,
+                              Config::kThreads, Config::kSmemBytes, stream, params);
     launch_convert_tiled_dq<Element, Config>(p, params.dq_accum_head_stride, stream);
   } else {
     sm80::launch_backward_preprocess<Element, kHeadDim>(p, stream);
-    launch_with_shared_memory(backward_kv_kernel<Config, false>, "sm90 backward_kv_kernel", kv_blocks, Config::kThreads,
-                              Config::kSmemBytes, stream, params);
-    using DqTraits =
-        sm80::BackwardTraits<Element, kHeadDim, kDeterministicDqShape.key_block, kDeterministicDqShape.query_block>;
+    launch_with_shared_memory(Kernels::template kernel<false>(), "sm90 backward KV kernel", kv_blocks,
+                              Config::kThreads, Config::kSmemBytes, stream, params);
+    constexpr sm80::BackwardTileShape kDqShape = *deterministic_dq_shape(kHeadDim);
+    using DqTraits = sm80::BackwardTraits<Element, kHeadDim, kDqShape.key_block, kDqShape.query_block>;
     launch_with_shared_memory(sm80::backward_dq_kernel<DqTraits>, "backward_dq_kernel", p.num_query_tiles * p.heads,
                               DqTraits::kDqThreads, sizeof(sm80::DqSharedStorage<DqTraits>), stream, p);
   }

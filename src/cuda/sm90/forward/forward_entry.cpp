@@ -24,11 +24,24 @@ const ForwardTileShape& shape_of(const ForwardParams& params) { return *find_for
 template <DType kDType>
 struct HeadDimDispatch {
   static size_t shared_memory_bytes(int64_t head_dim) {
-    return head_dim == 64 ? forward_shared_memory_bytes<kDType, 64>() : forward_shared_memory_bytes<kDType, 128>();
+    switch (head_dim) {
+      case 64:
+        return forward_shared_memory_bytes<kDType, 64>();
+      case 128:
+        return forward_shared_memory_bytes<kDType, 128>();
+      default:
+        return forward_shared_memory_bytes<kDType, 256>();
+    }
   }
   static void launch(int64_t head_dim, const ForwardKernelParams& params, int ctas, cudaStream_t stream) {
-    if (head_dim == 64) return launch_forward<kDType, 64>(params, ctas, stream);
-    return launch_forward<kDType, 128>(params, ctas, stream);
+    switch (head_dim) {
+      case 64:
+        return launch_forward<kDType, 64>(params, ctas, stream);
+      case 128:
+        return launch_forward<kDType, 128>(params, ctas, stream);
+      default:
+        return launch_forward<kDType, 256>(params, ctas, stream);
+    }
   }
 };
 
@@ -40,7 +53,7 @@ size_t shared_memory_bytes(const ForwardParams& p) {
 }  // namespace
 
 bool forward_covers(const ForwardParams& params) {
-  static_assert(sizeof(kForwardTileShapes) / sizeof(kForwardTileShapes[0]) == 2,
+  static_assert(sizeof(kForwardTileShapes) / sizeof(kForwardTileShapes[0]) == 3,
                 "add the new head_dim to HeadDimDispatch");
   return (params.q.dtype == DType::kFloat16 || params.q.dtype == DType::kBFloat16) &&
          find_forward_tile_shape(params.q.head_dim) != nullptr;

@@ -19,9 +19,12 @@ struct ForwardTileShape {
   int stages;
 };
 
+// head_dim 256: O of a warpgroup's 64 rows is 128 registers per thread, so 64-key blocks (S and
+// the two P buffers 32 + 2 x 16 registers) and two stages (192 KiB).
 inline constexpr ForwardTileShape kForwardTileShapes[] = {
     {64, 128, 128, 3},
     {128, 128, 128, 2},
+    {256, 128, 64, 2},
 };
 
 // The compiled shape for head_dim, or nullptr.

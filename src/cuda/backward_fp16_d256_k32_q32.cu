@@ -1,0 +1,6 @@
+// sm80 backward kernels for fp16, head_dim 256, 32-key / 32-query tiles (sm80/backward/tile_shapes.h).
+#include "cuda/sm80/backward/launch.cuh"
+
+namespace dualkv::detail::sm80 {
+template void run_backward<DType::kFloat16, 256, 32, 32>(const BackwardKernelParams& params);
+}  // namespace dualkv::detail::sm80

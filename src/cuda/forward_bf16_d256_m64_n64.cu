@@ -1,0 +1,9 @@
+// sm80 forward kernel for bf16, head_dim 256, 64-query / 64-key tiles (sm80/forward/tile_shape.h); one
+// unit per kernel keeps builds parallel.
+#include "cuda/sm80/forward/forward_launch.cuh"
+
+namespace dualkv::detail {
+
+template void launch_sm80_forward<DType::kBFloat16, 256, 64, 64>(const ForwardKernelParams&, int32_t, cudaStream_t);
+
+}  // namespace dualkv::detail
