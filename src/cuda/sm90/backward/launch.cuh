@@ -28,8 +28,8 @@ template <DType kDType, int kHeadDim>
 struct BackwardKernelOf {
   static constexpr bool kSplitDim = find_backward_tile_shape(kHeadDim)->split == BackwardSplit::kHeadDim;
   using Element = CudaElementT<kDType>;
-  using Config = std::conditional_t<kSplitDim, SplitDimBackwardConfig<Element, kHeadDim>,
-                                    BackwardConfig<Element, kHeadDim>>;
+  using Config =
+      std::conditional_t<kSplitDim, SplitDimBackwardConfig<Element, kHeadDim>, BackwardConfig<Element, kHeadDim>>;
   template <bool kAccumulateDq>
   static constexpr auto kernel() {
     if constexpr (kSplitDim) {
@@ -62,13 +62,13 @@ void run_backward(const BackwardTmaParams& params) {
     BackwardKernelParams preprocess = p;
     preprocess.dq_accum = nullptr;
     sm80::launch_backward_preprocess<Element, kHeadDim>(preprocess, stream);
-    launch_with_shared_memory(Kernels::template kernel<true>(), "sm90 backward KV kernel", kv_blocks,
-                              Config::kThreads, Config::kSmemBytes, stream, params);
+    launch_with_shared_memory(Kernels::template kernel<true>(), "sm90 backward KV kernel", kv_blocks, Config::kThreads,
+                              Config::kSmemBytes, stream, params);
     launch_convert_tiled_dq<Element, Config>(p, params.dq_accum_head_stride, stream);
   } else {
     sm80::launch_backward_preprocess<Element, kHeadDim>(p, stream);
-    launch_with_shared_memory(Kernels::template kernel<false>(), "sm90 backward KV kernel", kv_blocks,
-                              Config::kThreads, Config::kSmemBytes, stream, params);
+    launch_with_shared_memory(Kernels::template kernel<false>(), "sm90 backward KV kernel", kv_blocks, Config::kThreads,
+                              Config::kSmemBytes, stream, params);
     constexpr sm80::BackwardTileShape kDqShape = *deterministic_dq_shape(kHeadDim);
     using DqTraits = sm80::BackwardTraits<Element, kHeadDim, kDqShape.key_block, kDqShape.query_block>;
     launch_with_shared_memory(sm80::backward_dq_kernel<DqTraits>, "backward_dq_kernel", p.num_query_tiles * p.heads,

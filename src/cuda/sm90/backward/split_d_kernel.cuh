@@ -77,8 +77,8 @@ __device__ __forceinline__ void add_dq_blocks(const BackwardTmaParams& params, i
     CUTE_UNROLL
     for (int i = 0; i < 8; ++i) {
       const int v = 32 * b + 4 * i;
-      asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(block + 512 * i), "f"(acc(v)),
-                   "f"(acc(v + 1)), "f"(acc(v + 2)), "f"(acc(v + 3))
+      asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(block + 512 * i), "f"(acc(v)), "f"(acc(v + 1)),
+                   "f"(acc(v + 2)), "f"(acc(v + 3))
                    : "memory");
     }
   }
