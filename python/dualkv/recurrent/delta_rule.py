@@ -9,7 +9,7 @@ log-decay g <= 0 and write strength beta in [0, 1]:
     S    <- S + k (beta (v - S^T k))^T (delta rule: move the value stored under k towards v)
     o     = S^T q * scale              (scale = 1 / sqrt(K) unless given)
 
-All of it in float32, one step per token, every sequence of the call advancing together: the
+All of it in float32 (float64 for float64 inputs), one step per token, every sequence of the call advancing together: the
 sequences are padded to the longest, and a padded step has g = 0 and beta = 0, which leaves the
 state exactly as it was, so each final state is the state after the sequence's own last token.
 """
@@ -38,7 +38,8 @@ def gated_delta_rule_reference(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """q, k: (T, H, K); v: (T, H, V); g, beta: (T, H); cu_seqlens: (n+1,) offsets of n sequences
     (host-readable); initial_state: (n, H, K, V) or None (zeros). Returns o (T, H, V) in q's dtype
-    and, with output_final_state, the final states (n, H, K, V) float32 (else None)."""
+    and, with output_final_state, the final states (n, H, K, V) in the compute dtype, float32 or
+    float64 (else None)."""
     offsets = [int(x) for x in cu_seqlens.tolist()]
     n, heads, key_dim, value_dim = len(offsets) - 1, q.shape[1], q.shape[2], v.shape[2]
     lengths = [end - begin for begin, end in zip(offsets[:-1], offsets[1:])]
@@ -58,8 +59,10 @@ def gated_delta_rule_reference(
         rows[i, :length] = torch.arange(begin, begin + length)
     rows = rows.to(q.device)
 
+    compute = torch.promote_types(q.dtype, torch.float32)
+
     def padded(x: torch.Tensor) -> torch.Tensor:
-        x = x.float()
+        x = x.to(compute)
         return torch.cat([x, x.new_zeros(1, *x.shape[1:])]).index_select(0, rows.view(-1)).view(n, longest, *x.shape[1:])
 
     qs, ks, vs, gs, betas = (padded(x) for x in (q, k, v, g, beta))
@@ -67,9 +70,9 @@ def gated_delta_rule_reference(
         qs, ks = (x * torch.rsqrt((x * x).sum(-1, keepdim=True) + L2NORM_EPS) for x in (qs, ks))
     qs = qs * (key_dim**-0.5 if scale is None else scale)
     state = (
-        q.new_zeros(n, heads, key_dim, value_dim, dtype=torch.float32)
+        q.new_zeros(n, heads, key_dim, value_dim, dtype=compute)
         if initial_state is None
-        else initial_state.float()
+        else initial_state.to(compute)
     )
     outputs = []
     for t in range(longest):
