@@ -124,7 +124,9 @@ def _packed_rule(
             "has one recurrent state per segment, not one to cache"
         )
     if cu_seqlens is not None:
-        raise ValueError(f"cu_seq_lens_q: the packed layout defines the sequences; pass dualkv_layout alone ({layer_name})")
+        raise ValueError(
+            f"cu_seq_lens_q: the packed layout defines the sequences; pass dualkv_layout alone ({layer_name})"
+        )
     if not use_qk_l2norm_in_kernel:
         raise ValueError(f"{layer_name}: dualkv's Gated DeltaNet normalises q and k (use_qk_l2norm_in_kernel=True)")
     if query.dim() != 4 or query.shape[0] != 1 or query.shape[1] != layout.num_tokens:

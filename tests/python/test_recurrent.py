@@ -190,8 +190,10 @@ def test_nan_in_one_segment_stays_in_its_own_rows():
     weight = torch.randn(CHANNELS, 4, generator=generator)
     plan = RecurrentPlan.from_layout(lay)
     segments, groups = lay.segment_ids, lay.group_ids
-    # Response 1 of group 0 (segment 2), then group 1's prompt (segment 4).
-    for poisoned, seen_by, sees in ((2, segments == 2, (segments == 0) | (segments == 2)), (4, groups == 1, segments == 4)):
+    # Response 1 of group 0 (segment 2), then group 1's prompt (segment 4): the rows that see it,
+    # the rows it sees.
+    cases = ((2, segments == 2, (segments == 0) | (segments == 2)), (4, groups == 1, segments == 4))
+    for poisoned, seen_by, sees in cases:
         rows = segments == poisoned
         dirty = [x.clone() for x in clean]
         for x in dirty:

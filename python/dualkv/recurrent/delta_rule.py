@@ -9,9 +9,10 @@ log-decay g <= 0 and write strength beta in [0, 1]:
     S    <- S + k (beta (v - S^T k))^T (delta rule: move the value stored under k towards v)
     o     = S^T q * scale              (scale = 1 / sqrt(K) unless given)
 
-All of it in float32 (float64 for float64 inputs), one step per token, every sequence of the call advancing together: the
-sequences are padded to the longest, and a padded step has g = 0 and beta = 0, which leaves the
-state exactly as it was, so each final state is the state after the sequence's own last token.
+All of it in float32 (float64 for float64 inputs), one step per token, every sequence of the call
+advancing together: the sequences are padded to the longest, and a padded step has g = 0 and
+beta = 0, which leaves the state exactly as it was, so each final state is the state after the
+sequence's own last token.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def gated_delta_rule_reference(
 
     def padded(x: torch.Tensor) -> torch.Tensor:
         x = x.to(compute)
-        return torch.cat([x, x.new_zeros(1, *x.shape[1:])]).index_select(0, rows.view(-1)).view(n, longest, *x.shape[1:])
+        x = torch.cat([x, x.new_zeros(1, *x.shape[1:])])
+        return x.index_select(0, rows.view(-1)).view(n, longest, *x.shape[1:])
 
     qs, ks, vs, gs, betas = (padded(x) for x in (q, k, v, g, beta))
     if use_qk_l2norm:

@@ -167,7 +167,10 @@ class RecurrentPlan:
         return source, output_rows
 
     def __repr__(self) -> str:
-        return f"RecurrentPlan(num_segments={self.num_segments}, num_tokens={self.num_tokens}, num_waves={self.num_waves})"
+        return (
+            f"RecurrentPlan(num_segments={self.num_segments}, num_tokens={self.num_tokens}, "
+            f"num_waves={self.num_waves})"
+        )
 
 
 def _check(offsets: torch.Tensor, parents: torch.Tensor) -> None:
@@ -176,7 +179,9 @@ def _check(offsets: torch.Tensor, parents: torch.Tensor) -> None:
     if bool((offsets.diff() < 1).any()):
         raise ValueError("cu_seqlens: every segment must hold at least one token (offsets strictly increasing)")
     if parents.dim() != 1 or parents.numel() != offsets.numel() - 1:
-        raise ValueError(f"parents: expected one entry per segment ({offsets.numel() - 1}), got shape {tuple(parents.shape)}")
+        raise ValueError(
+            f"parents: expected one entry per segment ({offsets.numel() - 1}), got shape {tuple(parents.shape)}"
+        )
     index = torch.arange(parents.numel())
     bad = ((parents < -1) | (parents >= index)).nonzero()
     if bad.numel():
