@@ -19,7 +19,9 @@ def _expected(lm, ref_lm, batch, cfg):
 
 
 def _check_metrics(metrics, loss, norm, batch, what):
-    assert metrics["loss"] == pytest.approx(loss, rel=1e-5), what
+    # Advantages are centred per group, so the loss (about 1e-3 here) is what is left of terms of
+    # about 1/16 that cancel: their fp32 rounding (1e-8) is an absolute error, not a relative one.
+    assert metrics["loss"] == pytest.approx(loss, rel=1e-5, abs=1e-7), what
     assert metrics["grad_norm"] == pytest.approx(norm, rel=1e-4), what
     assert not metrics["skipped"]
     assert metrics["split_groups"] == [0]
@@ -28,8 +30,11 @@ def _check_metrics(metrics, loss, norm, batch, what):
     )
 
 
-def test_single_process_update_equals_whole_batch_update():
-    lm, ref_lm = models()
+# qwen3_5: Gated DeltaNet layers, whose recomputation under activation checkpointing must read the
+# layout again, and a split group whose prompt runs in two micro-batches.
+@pytest.mark.parametrize("name", ["qwen3", "qwen3_5"])
+def test_single_process_update_equals_whole_batch_update(name):
+    lm, ref_lm = models(name=name)
     batch, cfg = rollouts(), config()
     loss, norm, expected = _expected(lm, ref_lm, batch, cfg)
     before = {n: p.detach().clone() for n, p in lm.named_parameters()}

@@ -57,10 +57,11 @@ def config(**overrides):
     return UpdateConfig.grpo(MAX_TOKENS, clip_high=0.28, max_grad_norm=0.5, **overrides)
 
 
-def models(seed=0):
-    """The policy's causal LM and a reference LM a little away from it (so the KL term is not 0)."""
+def models(seed=0, name="qwen3"):
+    """The policy's causal LM (a models_support.CONFIGS name) and a reference LM a little away from
+    it (so the KL term is not 0)."""
     torch.manual_seed(seed)
-    lm = AutoModelForCausalLM.from_config(CONFIGS["qwen3"](), attn_implementation="dualkv", dtype=torch.float32)
+    lm = AutoModelForCausalLM.from_config(CONFIGS[name](), attn_implementation="dualkv", dtype=torch.float32)
     ref = copy.deepcopy(lm)
     with torch.no_grad():
         for p in ref.parameters():
