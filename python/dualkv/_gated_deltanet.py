@@ -11,7 +11,9 @@ layout, and otherwise call the function they replaced, unchanged. So the layout 
 call's own arguments: a recomputation under activation checkpointing, or any replay of the layer's
 call, gets the same result; models without a layout run exactly as before.
 
-Sequence parallelism (a `SequenceParallelLayout`): see `_sequence_parallel_*` below.
+Sequence parallelism (a `SequenceParallelLayout` as `dualkv_layout`): the inputs are this rank's
+rows of the stream; both calls run the Ulysses exchange over the layout's process group
+(`dualkv.distributed.ulysses_causal_conv1d` / `ulysses_gated_delta_rule`), exactly.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 from transformers.activations import ACT2FN
 
 from ._layout import Layout
+from .distributed.recurrent import ulysses_causal_conv1d, ulysses_gated_delta_rule
 from .distributed.sequence import SequenceParallelLayout
 from .recurrent import RecurrentPlan, causal_conv1d, gated_delta_rule
 
@@ -87,17 +90,14 @@ def recurrent_plan(layout: Layout, device: torch.device) -> RecurrentPlan:
 
 def _packed_conv(hidden_states, weight, bias=None, activation=None, *, layer_name, dualkv_layout, **_):
     """causal_conv1d_fn's contract: hidden_states (1, C, T), weight (C, width) -> (1, C, T)."""
-    layout = _global_layout(dualkv_layout, layer_name)
-    if hidden_states.dim() != 3 or hidden_states.shape[0] != 1:
-        raise ValueError(f"{layer_name}: expected one packed sequence (1, C, T), got {tuple(hidden_states.shape)}")
-    if hidden_states.shape[2] != layout.num_tokens:
-        raise ValueError(
-            f"{layer_name}: {hidden_states.shape[2]} tokens for a layout of {layout.num_tokens}; dualkv runs whole "
-            "packed batches without a cache (pass use_cache=False)"
-        )
+    layout, sharded = _global_layout(dualkv_layout)
+    _check_rows(hidden_states, 2, "(1, C, T)", layout, sharded, layer_name)
     plan = recurrent_plan(layout, hidden_states.device)
     act = ACT2FN[activation] if activation is not None else None
-    return causal_conv1d(hidden_states[0], weight, plan, bias=bias, activation=act).unsqueeze(0)
+    x = hidden_states[0]
+    if sharded:
+        return ulysses_causal_conv1d(x, weight, plan, dualkv_layout.group, bias=bias, activation=act).unsqueeze(0)
+    return causal_conv1d(x, weight, plan, bias=bias, activation=act).unsqueeze(0)
 
 
 def _packed_rule(
@@ -117,7 +117,7 @@ def _packed_rule(
 ):
     """torch_chunk_gated_delta_rule's contract: query, key (1, T, H, K), value (1, T, H, V), g, beta
     (1, T, H) -> (o (1, T, H, V), None)."""
-    layout = _global_layout(dualkv_layout, layer_name)
+    layout, sharded = _global_layout(dualkv_layout)
     if initial_state is not None or output_final_state:
         raise ValueError(
             f"use_cache: must be False with dualkv_layout ({layer_name} got a recurrent cache): a packed batch "
@@ -129,24 +129,39 @@ def _packed_rule(
         )
     if not use_qk_l2norm_in_kernel:
         raise ValueError(f"{layer_name}: dualkv's Gated DeltaNet normalises q and k (use_qk_l2norm_in_kernel=True)")
-    if query.dim() != 4 or query.shape[0] != 1 or query.shape[1] != layout.num_tokens:
-        raise ValueError(
-            f"{layer_name}: expected query (1, T, H, K) with T = {layout.num_tokens} packed tokens, "
-            f"got {tuple(query.shape)}"
-        )
+    if query.dim() != 4:
+        raise ValueError(f"{layer_name}: expected query (1, T, H, K), got {tuple(query.shape)}")
+    _check_rows(query, 1, "(1, T, H, K)", layout, sharded, layer_name)
     plan = recurrent_plan(layout, query.device)
-    out = gated_delta_rule(query[0], key[0], value[0], g[0], beta[0], plan)
-    return out.unsqueeze(0), None
+    inputs = (query[0], key[0], value[0], g[0], beta[0])
+    if sharded:
+        return ulysses_gated_delta_rule(*inputs, plan, dualkv_layout.group).unsqueeze(0), None
+    return gated_delta_rule(*inputs, plan).unsqueeze(0), None
 
 
-def _global_layout(dualkv_layout, layer_name: str) -> Layout:
+def _global_layout(dualkv_layout) -> tuple[Layout, bool]:
+    """The layout of the whole stream, and whether the inputs are a sequence shard of it."""
     if isinstance(dualkv_layout, SequenceParallelLayout):
-        raise NotImplementedError(
-            f"{layer_name}: sequence parallelism is not supported for Gated DeltaNet layers (their recurrent "
-            "state and convolution tail would have to cross shard boundaries); run hybrid models with SP 1"
-        )
+        if not isinstance(dualkv_layout.layout, Layout):
+            raise TypeError(
+                f"dualkv_layout.layout: expected a dualkv.Layout, got {type(dualkv_layout.layout).__name__}"
+            )
+        return dualkv_layout.layout, True
     if not isinstance(dualkv_layout, Layout):
         raise TypeError(
             f"dualkv_layout: expected a dualkv.Layout or SequenceParallelLayout, got {type(dualkv_layout).__name__}"
         )
-    return dualkv_layout
+    return dualkv_layout, False
+
+
+def _check_rows(x, dim: int, shape: str, layout: Layout, sharded: bool, layer_name: str) -> None:
+    """One packed sequence with the layout's T rows, or under sequence parallelism this rank's
+    T_local (the stream padded to W T_local rows)."""
+    if x.shape[0] != 1:
+        raise ValueError(f"{layer_name}: expected one packed sequence {shape}, got {tuple(x.shape)}")
+    rows = x.shape[dim]
+    if not sharded and rows != layout.num_tokens:
+        raise ValueError(
+            f"{layer_name}: {rows} tokens for a layout of {layout.num_tokens}; dualkv runs whole packed batches "
+            "without a cache (pass use_cache=False)"
+        )

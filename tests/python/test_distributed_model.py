@@ -1,9 +1,11 @@
-"""A tiny Qwen3 with Ulysses sequence parallelism 2 (gloo) against the unsharded packed model:
+"""Tiny models with Ulysses sequence parallelism 2 and 4 (gloo) against the unsharded packed model:
 log-probs, entropies, loss and every parameter gradient (the SP group's mean, as FSDP/DDP take it),
-through the logits and through the hidden states."""
+through the logits and through the hidden states. Qwen3, and the hybrid Qwen3.5 and Qwen3-Next,
+whose Gated DeltaNet layers hand prompt states and convolution tails across shard boundaries."""
 
 import copy
 
+import pytest
 import torch
 import torch.distributed as dist
 from distributed_support import run_ranks
@@ -74,9 +76,9 @@ def _assert_cross_rank_scoring(packed, world):
     assert bool((first_scored_on != own_rows_on).any())
 
 
-def _body(rank, world):
+def _body(rank, world, name):
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(CONFIGS["qwen3"](), attn_implementation="dualkv", dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(CONFIGS[name](), attn_implementation="dualkv", dtype=torch.float32)
     reference = copy.deepcopy(model)
     packed = dualkv.pack(*rollouts(11, SHAPES))
     _assert_cross_rank_scoring(packed, world)
@@ -94,5 +96,6 @@ def _body(rank, world):
             assert error <= 1e-4, f"{name}, {what}: relative gradient error {float(error):.2e}"
 
 
-def test_sequence_parallel_model_equals_unsharded_packed_model(tmp_path):
-    run_ranks(2, tmp_path, _body)
+@pytest.mark.parametrize("name, world", [("qwen3", 2), ("qwen3_5", 2), ("qwen3_next", 4)])
+def test_sequence_parallel_model_equals_unsharded_packed_model(tmp_path, name, world):
+    run_ranks(world, tmp_path, _body, name)
