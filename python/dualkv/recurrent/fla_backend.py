@@ -15,12 +15,32 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["FLA_PACKAGE", "TRITON_HOPPER_MINIMUM", "fla_gated_delta_rule"]
+__all__ = [
+    "FLA_PACKAGE",
+    "TRITON_HOPPER_MINIMUM",
+    "FlaMissing",
+    "HybridUnavailable",
+    "TritonTooOld",
+    "fla_gated_delta_rule",
+]
 
 FLA_PACKAGE = "flash-linear-attention"
 TRITON_HOPPER_MINIMUM = (3, 7, 1)
 # Versions whose gated backward on Hopper is wrong: [3.4.0, 3.7.1).
 _TRITON_HOPPER_BROKEN_FROM = (3, 4, 0)
+
+
+class HybridUnavailable(RuntimeError):
+    """Gated DeltaNet cannot run correctly on this machine's CUDA device (a missing optional package,
+    or a Triton whose code for its backward is wrong on this GPU)."""
+
+
+class FlaMissing(HybridUnavailable, ImportError):
+    """flash-linear-attention is not installed."""
+
+
+class TritonTooOld(HybridUnavailable):
+    """The installed Triton computes flash-linear-attention's gated backward wrongly on this GPU."""
 
 
 def fla_gated_delta_rule(q, k, v, g, beta, cu_seqlens, cu_seqlens_cpu, *, initial_state, output_final_state, scale):
@@ -48,7 +68,7 @@ def _import_fla():
     try:
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule
     except ImportError as error:
-        raise ImportError(
+        raise FlaMissing(
             f"Gated DeltaNet layers on CUDA need the package {FLA_PACKAGE} (and fla-core): "
             f"pip install 'dualkv[hybrid]' (import failed: {error})"
         ) from error
@@ -62,7 +82,7 @@ def check_triton_for_backward(device: torch.device) -> None:
     version = _triton_version()
     if _TRITON_HOPPER_BROKEN_FROM <= version < TRITON_HOPPER_MINIMUM:
         minimum = ".".join(map(str, TRITON_HOPPER_MINIMUM))
-        raise RuntimeError(
+        raise TritonTooOld(
             f"triton: Gated DeltaNet's backward on a Hopper GPU ({torch.cuda.get_device_name(device)}) needs "
             f"triton >= {minimum}; {'.'.join(map(str, version))} is installed, whose code for "
             f"{FLA_PACKAGE}'s gated chunk backward is wrong on Hopper. Install triton >= {minimum} "
