@@ -56,6 +56,22 @@ CONFIGS = {
 HYBRID_MODELS = ("qwen3_5", "qwen3_5_moe", "qwen3_next")
 
 
+def hybrid_cuda_unavailable() -> str | None:
+    """Why the hybrid models' Gated DeltaNet cannot train on this machine's GPU (a skip reason), or
+    None when it can: flash-linear-attention installed, and a Triton whose gated backward is right
+    on this GPU."""
+    from dualkv.recurrent.fla_backend import HybridUnavailable, _import_fla, check_triton_for_backward
+
+    if not torch.cuda.is_available():
+        return "no GPU"
+    try:
+        _import_fla()
+        check_triton_for_backward(torch.device("cuda", 0))
+    except HybridUnavailable as reason:
+        return str(reason)
+    return None
+
+
 def model_pair(name, reference_attention="eager", seed=0):
     """The same random weights twice: one model on "dualkv", one on a transformers attention."""
     torch.manual_seed(seed)
