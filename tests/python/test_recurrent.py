@@ -84,25 +84,36 @@ def test_shared_prompt_plan_runs_in_two_waves():
     assert plan.num_waves == 2
     prompts, responses = plan.waves
     assert prompts.state_source is None and prompts.produces_states and not responses.produces_states
-    assert prompts.cu_seqlens.diff().tolist() == PROMPTS
-    assert responses.cu_seqlens.diff().tolist() == [r for group in RESPONSES for r in group]
-    assert responses.state_source.tolist() == [g for g, group in enumerate(RESPONSES) for _ in group]
-    segments = lay.segment_ids
-    is_prompt = torch.isin(segments, lay.cu_groups[:-1].long())
-    assert torch.equal(plan.order, torch.cat([is_prompt.nonzero()[:, 0], (~is_prompt).nonzero()[:, 0]]))
+    # Group 2's single response continues its prompt: one sequence of the first wave, no hand-off.
+    assert prompts.cu_seqlens.diff().tolist() == [5, 1, 2 + 1, 9]
+    assert responses.cu_seqlens.diff().tolist() == [3, 1, 4, 2, 1, 6, 2, 1]
+    assert responses.state_source.tolist() == [0, 0, 0, 1, 1, 3, 3, 3]
+    first_wave = torch.isin(lay.segment_ids, torch.tensor([0, 4, 7, 8, 9]))
+    assert torch.equal(plan.order, torch.cat([first_wave.nonzero()[:, 0], (~first_wave).nonzero()[:, 0]]))
     assert torch.equal(plan.order[plan.inverse_order], torch.arange(lay.num_tokens))
+    assert not plan.in_packed_order
+
+
+def test_ncopy_rows_are_one_wave_in_packed_order():
+    """A layout of one response per group (the N-copy rows): one varlen call over the rows."""
+    lay = dualkv.Layout.from_lengths([5, 5, 2], [[3], [1], [4]])
+    plan = RecurrentPlan.from_layout(lay)
+    assert plan.num_waves == 1 and plan.in_packed_order
+    assert plan.waves[0].cu_seqlens.tolist() == [0, 8, 14, 20]
+    assert not plan.waves[0].produces_states
 
 
 def test_conv_tails_read_the_path_and_zeros_before_the_root():
-    # Tree: 0 (2 tokens) <- 1 (1 token) <- 2 (3 tokens); 3 is a root of 1 token.
-    plan = RecurrentPlan([0, 2, 3, 6, 7], [-1, 0, 1, -1])
+    # Tree: segment 0 (2 tokens) <- 1 (1 token, 0's only child: one run with it) <- 2 and 3 (two
+    # children: runs of their own); 4 is a root of 1 token.
+    plan = RecurrentPlan([0, 2, 3, 6, 7, 8], [-1, 0, 1, 1, -1])
     source, output_rows = plan.conv_tail_index(4)
-    zero = 7
-    expected = [zero, zero, zero, 0, 1] + [zero, 0, 1, 2] + [0, 1, 2, 3, 4, 5] + [zero, zero, zero, 6]
+    zero = 8
+    expected = [zero, zero, zero, 0, 1, 2] + [0, 1, 2, 3, 4, 5] + [0, 1, 2, 6] + [zero, zero, zero, 7]
     assert source.tolist() == expected
-    assert output_rows.tolist() == [0, 1, 5, 9, 10, 11, 15]  # row t of segment s: t + 3 s
-    assert [w.num_segments for w in plan.waves] == [2, 1, 1]
-    assert plan.waves[2].state_source.tolist() == [2]  # segment 1's final state comes after wave 0's two
+    assert output_rows.tolist() == [0, 1, 2, 6, 7, 8, 12, 16]  # row t of run r: t + 3 r
+    assert [w.num_sequences for w in plan.waves] == [2, 2]
+    assert plan.waves[1].state_source.tolist() == [0, 0]  # both start from run 0's final state
 
 
 @pytest.mark.parametrize(
@@ -178,6 +189,43 @@ def test_packed_recurrence_equals_each_row_alone_forward_and_backward():
     torch.testing.assert_close(packed.double(), expected, rtol=1e-5, atol=1e-5)
     for name, got, want in zip(("q", "k", "v", "g", "beta"), packed_grads, expected_grads):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_tree_plan_equals_each_root_to_leaf_path_alone():
+    """A prefix tree (three waves; branching at a 1-token segment, so tails reach the grandparent):
+    the plan is the whole description, the same convolution and recurrence run it."""
+    lengths, parents = [3, 2, 1, 1, 4, 2], [-1, 0, 0, 1, 1, -1]
+    offsets = torch.tensor([0, *lengths]).cumsum(0)
+    plan = RecurrentPlan(offsets, parents)
+    assert plan.num_waves == 3
+    paths = []
+    for leaf in (2, 3, 4, 5):
+        chain, s = [], leaf
+        while s >= 0:
+            chain.insert(0, s)
+            s = parents[s]
+        paths.append(sum((list(range(int(offsets[s]), int(offsets[s + 1]))) for s in chain), []))
+
+    def per_path(fn, inputs):
+        out = [None] * int(offsets[-1])
+        for rows in paths:
+            result = fn(*(x[rows] for x in inputs))
+            for i, r in enumerate(rows):
+                out[r] = result[i] if out[r] is None else out[r]
+        return torch.stack(out)
+
+    generator = torch.Generator().manual_seed(8)
+    leaves = [x.requires_grad_() for x in delta_inputs(int(offsets[-1]), generator)]
+    grad = torch.randn(int(offsets[-1]), HEADS, VALUE_DIM, generator=generator, dtype=torch.float64)
+    got = gated_delta_rule(*leaves, plan)
+    want = per_path(delta_rule_row, leaves)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    for got_grad, want_grad in zip(torch.autograd.grad(got, leaves, grad), torch.autograd.grad(want, leaves, grad)):
+        torch.testing.assert_close(got_grad, want_grad, rtol=1e-10, atol=1e-10)
+    x = torch.randn(CHANNELS, int(offsets[-1]), generator=generator, dtype=torch.float64)
+    weight = torch.randn(CHANNELS, 4, generator=generator, dtype=torch.float64)
+    conv = causal_conv1d(x, weight, plan, activation=F.silu)
+    torch.testing.assert_close(conv.T, per_path(lambda rows: conv_row(rows, weight, torch.zeros(CHANNELS)), [x.T]))
 
 
 def test_nan_in_one_segment_stays_in_its_own_rows():

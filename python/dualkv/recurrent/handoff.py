@@ -2,9 +2,10 @@
 
 Each segment starts from its parent's final state (`RecurrentPlan`): for the shared-prompt layout,
 all prompts run in one varlen call from zeros, their final states are gathered by group, and all
-responses run in a second varlen call from those. The gather is differentiable, so the backward
-sums the N responses' initial-state gradients into their prompt's final state. Equal to running
-every [prompt; response] row alone.
+responses run in a second varlen call from those (a group with one response is one sequence of
+the first call). The gather is differentiable, so the backward sums the N responses'
+initial-state gradients into their prompt's final state. Equal to running every [prompt; response]
+row alone.
 
 Backends: "torch" (dualkv's PyTorch recurrence, the CPU path), "fla" (flash-linear-attention's
 kernels, CUDA), "auto" (fla on CUDA, torch elsewhere).
@@ -41,8 +42,8 @@ def gated_delta_rule(
     """
     _check(q, k, v, g, beta, plan, backend)
     run = _backend(q.device, backend)
-    order = plan.order
-    wave_inputs = [x.index_select(0, order) for x in (q, k, v, g, beta)]
+    inputs = (q, k, v, g, beta)
+    wave_inputs = inputs if plan.in_packed_order else [x.index_select(0, plan.order) for x in inputs]
     outputs, states = [], []
     for wave in plan.waves:
         initial = None if wave.state_source is None else torch.cat(states).index_select(0, wave.state_source)
@@ -57,7 +58,8 @@ def gated_delta_rule(
         outputs.append(o)
         if wave.produces_states:
             states.append(final)
-    return torch.cat(outputs).index_select(0, plan.inverse_order)
+    out = torch.cat(outputs) if len(outputs) > 1 else outputs[0]
+    return out if plan.in_packed_order else out.index_select(0, plan.inverse_order)
 
 
 def _torch_gated_delta_rule(q, k, v, g, beta, cu_seqlens, cu_seqlens_cpu, *, initial_state, output_final_state, scale):
