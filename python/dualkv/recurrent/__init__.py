@@ -7,13 +7,23 @@ state its path has reached (the prompt's final state for a response).
 - `gated_delta_rule`: Gated DeltaNet's recurrence (Qwen3.5, Qwen3-Next) with the state hand-off;
   flash-linear-attention's kernels on CUDA, dualkv's PyTorch recurrence on the CPU.
 - `gated_delta_rule_reference`: that PyTorch recurrence on its own (varlen, initial and final states).
+- `warm_up_fla`: autotunes flash-linear-attention's kernels for a layer's shapes on a small input.
 
 See docs/recurrent.md.
 """
 
 from .conv import causal_conv1d
 from .delta_rule import gated_delta_rule_reference
+from .fla_backend import warm_up_fla
 from .handoff import BACKENDS, gated_delta_rule
 from .plan import RecurrentPlan, Wave
 
-__all__ = ["BACKENDS", "RecurrentPlan", "Wave", "causal_conv1d", "gated_delta_rule", "gated_delta_rule_reference"]
+__all__ = [
+    "BACKENDS",
+    "RecurrentPlan",
+    "Wave",
+    "causal_conv1d",
+    "gated_delta_rule",
+    "gated_delta_rule_reference",
+    "warm_up_fla",
+]

@@ -9,6 +9,10 @@ On Hopper GPUs, Triton from 3.4.0 up to (not including) 3.7.1 computes the gated
 kernel wrongly (flash-linear-attention refuses it in `chunk_bwd_dqkwg`); torch 2.11 ships Triton
 3.6. A call that will need the backward is refused here, before the forward runs, with the
 requirement stated.
+
+The kernels autotune on first use per (heads, head dims, dtype), on the inputs of that call; the
+tuning keys leave out the length, so `warm_up_fla` tunes them on a small input once, instead of
+on a training step's hundreds of thousands of tokens (minutes there).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ __all__ = [
     "HybridUnavailable",
     "TritonTooOld",
     "fla_gated_delta_rule",
+    "warm_up_fla",
 ]
 
 FLA_PACKAGE = "flash-linear-attention"
@@ -62,6 +67,27 @@ def fla_gated_delta_rule(q, k, v, g, beta, cu_seqlens, cu_seqlens_cpu, *, initia
         cu_seqlens_cpu=cu_seqlens_cpu,
     )
     return o[0], final
+
+
+def warm_up_fla(heads: int, key_dim: int, value_dim: int, dtype: torch.dtype, device) -> None:
+    """Runs the kernels a packed step uses (a wave from zeros with final states, a wave from
+    initial states, forward and backward) on a small input of these shapes, so that their
+    autotuning happens here and not on the first real batch."""
+    from .handoff import gated_delta_rule
+    from .plan import RecurrentPlan
+
+    plan = RecurrentPlan([0, 300, 400, 600, 700], [-1, 0, 0, -1], device)
+    generator = torch.Generator(device=device).manual_seed(0)
+
+    def draw(*shape):
+        return torch.randn(*shape, generator=generator, device=device).to(dtype).requires_grad_()
+
+    q, k = draw(700, heads, key_dim), draw(700, heads, key_dim)
+    v = draw(700, heads, value_dim)
+    g = torch.nn.functional.logsigmoid(torch.randn(700, heads, generator=generator, device=device)).requires_grad_()
+    beta = torch.rand(700, heads, generator=generator, device=device).to(dtype).requires_grad_()
+    gated_delta_rule(q, k, v, g, beta, plan, backend="fla").sum().backward()
+    torch.cuda.synchronize(device)
 
 
 def _import_fla():
