@@ -7,17 +7,16 @@
 #
 #   scripts/fetch_hybrid_wheels.sh        # on a machine that reaches PyPI; needs xz; several minutes
 #
-# Triton's wheel is 198 MB, more than one device call may carry (64 MiB): it is re-zipped
-# uncompressed (zip store mode, so xz sees its redundancy; RECORD's hashes are of the members, so
-# pip accepts the result as the same wheel), xz'd, and split into parts of PART_MIB (default 40)
-# MiB, .whl-hybrid/triton/<wheel>.xz.partNN. scripts/run_hybrid_gpu.sh stage collects the parts of
-# several calls on the GPU machine; its install step joins and installs them. The folder is rebuilt.
+# Triton's wheel is 198 MB, more than one device call may carry (64 MiB): it is compressed with
+# scripts/xz_wheel.sh and split into parts of PART_MIB (default 40) MiB,
+# .whl-hybrid/triton/<wheel>.xz.partNN, beside the hash of the whole. scripts/run_hybrid_gpu.sh
+# stage collects the parts of several calls on the GPU machine; its install step joins, checks and
+# installs them. The folder is rebuilt.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest=$root/.whl-hybrid
 part_mib=${PART_MIB:-40}
 
-command -v xz >/dev/null || { echo "fetch_hybrid_wheels.sh: needs xz (apt-get install xz-utils)" >&2; exit 1; }
 rm -rf "$dest"
 mkdir -p "$dest/triton"
 tmp=$(mktemp -d)
@@ -33,16 +32,7 @@ download "$dest" fla-core==0.6.0
 download "$tmp" triton==3.7.1
 
 wheel=$(basename "$tmp"/triton-*.whl)
-python3 - "$tmp/$wheel" "$tmp/stored.whl" <<'EOF'
-import sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as src, zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_STORED) as out:
-    for info in src.infolist():
-        data = src.read(info)
-        info.compress_type = zipfile.ZIP_STORED
-        out.writestr(info, data)
-EOF
-echo "compressing $wheel ($(($(stat -c %s "$tmp/stored.whl") / 1048576)) MiB stored)" >&2
-xz -T1 --x86 --lzma2=preset=9e,dict=256MiB -c "$tmp/stored.whl" >"$tmp/$wheel.xz"
+"$root/scripts/xz_wheel.sh" "$tmp/$wheel" "$tmp/$wheel.xz"
 split -b "${part_mib}M" -d -a 2 "$tmp/$wheel.xz" "$dest/triton/$wheel.xz.part"
 sha256sum "$tmp/$wheel.xz" | awk '{print $1}' >"$dest/triton/$wheel.xz.sha256"
 ls -l "$dest" "$dest/triton" >&2

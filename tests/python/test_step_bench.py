@@ -400,19 +400,6 @@ def _per_row_causal_varlen(q, k, v, cu_q, cu_k, max_q, max_k, *, scale=None, win
     return torch.cat(rows)
 
 
-def test_ncopy_varlen_attention_feeds_the_kernel_one_causal_row_each(monkeypatch):
-    # The kernel itself needs a GPU; a per-row causal SDPA stands in for it, so this checks the
-    # row offsets and tensor layouts the benchmark hands it against dualkv on the same stream.
-    monkeypatch.setattr(torch.nn.attention.varlen, "varlen_attn", _per_row_causal_varlen)
-    lm = build_model("tiny-qwen3")
-    (batch, _), *_ = work.ncopy_micro_batches(rollouts(), 16)
-    expected = _model_outputs(lm, batch, "dualkv")
-    assert torch.allclose(_model_outputs(lm, batch, step_attention.FLASH_NCOPY), expected, atol=1e-5, rtol=1e-5)
-    packed = dualkv.pack([[1, 2]], [[[3], [4]]])
-    with pytest.raises(ValueError, match="dualkv_layout: the flash_ncopy method needs the N-copy layout"):
-        _model_outputs(lm, packed, step_attention.FLASH_NCOPY)
-
-
 def _per_row_causal_fa4(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal):
     """Stand-in for FlashAttention-4's varlen function (GPU only): (out, lse) of causal SDPA per row."""
     assert causal and max_seqlen_q == max_seqlen_k
@@ -421,26 +408,39 @@ def _per_row_causal_fa4(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     return out, None
 
 
-@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-qwen3.5"])
-def test_fa4_ncopy_attention_feeds_the_kernel_one_causal_row_each(name, monkeypatch):
-    # The kernel needs a GPU and flash-attn-4; a per-row causal SDPA stands in for its varlen
-    # function. On tiny Qwen3.5 the Gated DeltaNet layers run the N-copy rows as one wave.
+def _stand_in_varlen(monkeypatch):
+    monkeypatch.setattr(torch.nn.attention.varlen, "varlen_attn", _per_row_causal_varlen)
+
+
+def _stand_in_fa4(monkeypatch):
     cute = types.ModuleType("flash_attn.cute")
     cute.flash_attn_varlen_func = _per_row_causal_fa4
     monkeypatch.setitem(sys.modules, "flash_attn", types.ModuleType("flash_attn"))
     monkeypatch.setitem(sys.modules, "flash_attn.cute", cute)
-    assert step_attention.fa4_unavailable() is None
+
+
+@pytest.mark.parametrize(("method", "stand_in"), [("flash_ncopy", _stand_in_varlen), ("fa4_ncopy", _stand_in_fa4)])
+@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-qwen3.5"])
+def test_ncopy_attention_feeds_the_kernel_one_causal_row_each(method, stand_in, name, monkeypatch):
+    # The kernels need a GPU (FA4 also flash-attn-4); a per-row causal SDPA stands in for each, so
+    # this checks the row offsets and tensor layouts the benchmark hands it against dualkv on the
+    # same stream. On tiny Qwen3.5 the Gated DeltaNet layers run the N-copy rows as one wave.
+    stand_in(monkeypatch)
+    attention = {"flash_ncopy": step_attention.FLASH_NCOPY, "fa4_ncopy": step_attention.FA4_NCOPY}[method]
     lm = build_model(name)
     (batch, _), *_ = work.ncopy_micro_batches(rollouts(), 16)
     expected = _model_outputs(lm, batch, "dualkv")
-    assert torch.allclose(_model_outputs(lm, batch, step_attention.FA4_NCOPY), expected, atol=1e-5, rtol=1e-5)
+    assert torch.allclose(_model_outputs(lm, batch, attention), expected, atol=1e-5, rtol=1e-5)
     packed = dualkv.pack([[1, 2]], [[[3], [4]]])
-    with pytest.raises(ValueError, match="dualkv_layout: the fa4_ncopy method needs the N-copy layout"):
-        _model_outputs(lm, packed, step_attention.FA4_NCOPY)
+    with pytest.raises(ValueError, match=f"dualkv_layout: the {method} method needs the N-copy layout"):
+        _model_outputs(lm, packed, attention)
 
 
 def test_fa4_ncopy_is_skipped_with_the_reason_where_flash_attn_4_is_missing(monkeypatch):
+    _stand_in_fa4(monkeypatch)
+    assert step_attention.fa4_unavailable() is None
     monkeypatch.setitem(sys.modules, "flash_attn", None)
+    monkeypatch.setitem(sys.modules, "flash_attn.cute", None)
     assert step_attention.fa4_unavailable().startswith("flash_attn.cute (flash-attn-4) cannot be imported")
     assert bench._skipped(["fa4_ncopy"], torch.device("cpu")) == {"fa4_ncopy": "FlashAttention-4 runs on CUDA only"}
 

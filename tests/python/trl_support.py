@@ -5,6 +5,8 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3_5TextConfig, Qwen3Config
 
+from dualkv import check
+
 VOCAB = 64
 PAD, EOS = 0, 1
 WORDS = [f"w{i}" for i in range(VOCAB)]
@@ -19,15 +21,8 @@ def tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>")
 
 
-# Gated DeltaNet, then gated attention: the layer pattern of Qwen3.5, small.
-_HYBRID = dict(
-    layer_types=["linear_attention", "full_attention"],
-    linear_num_key_heads=2,
-    linear_num_value_heads=4,
-    linear_key_head_dim=8,
-    linear_value_head_dim=8,
-    linear_conv_kernel_dim=4,
-)
+# Gated DeltaNet, then gated attention: the small Qwen3.5 of dualkv's self-check.
+_HYBRID = {name: value for name, value in check.MODELS["qwen3.5"][2].items() if name != "num_hidden_layers"}
 
 
 def tiny_qwen3(seed: int = 0, attention: str = "sdpa", head_dim: int = 8, hybrid: bool = False):
