@@ -274,6 +274,8 @@ def test_backend_and_shape_errors_name_the_argument():
         gated_delta_rule(*(x[:3] for x in inputs), plan)
     with pytest.raises(ValueError, match="x: 3 rows for a plan of"):
         causal_conv1d(torch.zeros(CHANNELS, 3), torch.zeros(CHANNELS, 4), plan)
+    with pytest.raises(ValueError, match="x.device: meta, but weight is on cpu"):
+        causal_conv1d(torch.zeros(CHANNELS, lay.num_tokens, device="meta"), torch.zeros(CHANNELS, 4), plan)
     with pytest.raises(ValueError, match="initial_state: expected"):
         gated_delta_rule_reference(*inputs, torch.tensor([0, lay.num_tokens]), initial_state=torch.zeros(2, 1))
 

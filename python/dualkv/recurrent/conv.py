@@ -41,6 +41,11 @@ def causal_conv1d(
         )
     if x.shape[1] != plan.num_tokens:
         raise ValueError(f"x: {x.shape[1]} rows for a plan of {plan.num_tokens} packed tokens")
+    if weight.device != x.device or plan.order.device != x.device:
+        raise ValueError(
+            f"x.device: {x.device}, but weight is on {weight.device} and the plan's index tensors on "
+            f"{plan.order.device}; all must be on one device"
+        )
     channels, width = weight.shape
     source, output_rows = plan.conv_tail_index(width)
     padded = F.pad(x.to(weight.dtype), (0, 1))  # column T: the zeros before a root
