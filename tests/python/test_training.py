@@ -1,6 +1,7 @@
 """The GRPO/DAPO policy update (dualkv.training.policy_update) against the same update written out
-on the whole batch: one process, then FSDP2 on 2 gloo processes with (dp, sp) = (2, 1) and (1, 2).
-fp32, so the comparison is tight; the bf16 GPU version is test_training_cuda.py."""
+on the whole batch: one process, then FSDP2 on 2 gloo processes with (dp, sp) = (2, 1) and (1, 2),
+for a tiny Qwen3 and a tiny hybrid Qwen3.5. fp32, so the comparison is tight; the bf16 GPU version
+is test_training_cuda.py."""
 
 import copy
 
@@ -47,9 +48,9 @@ def test_single_process_update_equals_whole_batch_update(name):
     assert_same_update(before, dict(lm.named_parameters()), expected, "one process")
 
 
-def _fsdp_body(rank, world):
+def _fsdp_body(rank, world, name):
     for sp in (1, 2):
-        lm, ref_lm = models()
+        lm, ref_lm = models(name=name)
         batch, cfg = rollouts(), config()
         loss, norm, expected = _expected(lm, ref_lm, batch, cfg)
         before = {n: p.detach().clone() for n, p in lm.named_parameters()}
@@ -58,14 +59,17 @@ def _fsdp_body(rank, world):
         reference = shard_policy(PackedPolicy(ref_lm), parallel, param_dtype=None, activation_checkpointing=False)
         optimizer = torch.optim.AdamW(policy.parameters(), lr=LEARNING_RATE)
         metrics = policy_update(policy, optimizer, batch, cfg, parallel, reference=reference)
-        what = f"rank {rank}, dp={world // sp}, sp={sp}"
+        what = f"{name}, rank {rank}, dp={world // sp}, sp={sp}"
         _check_metrics(metrics, loss, norm, batch, what)
         after = {n.removeprefix("lm."): p.full_tensor() for n, p in policy.named_parameters()}
         assert_same_update(before, after, expected, what)
 
 
-def test_fsdp2_update_on_two_ranks_equals_whole_batch_update(tmp_path):
-    run_ranks(2, tmp_path, _fsdp_body)
+# qwen3_5: FSDP2 units whose Gated DeltaNet layers read their convolution weight directly, and at
+# sp=2 the recurrent state and convolution tail crossing the shard boundary.
+@pytest.mark.parametrize("name", ["qwen3", "qwen3_5"])
+def test_fsdp2_update_on_two_ranks_equals_whole_batch_update(tmp_path, name):
+    run_ranks(2, tmp_path, _fsdp_body, name)
 
 
 def test_bad_configuration_is_a_clear_error():
