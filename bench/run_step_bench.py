@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """Step benchmark: the compute of a GRPO/DAPO policy-update step on packed batches (dualkv) against
 the same step on the N-copy batch with PyTorch's FlashAttention varlen (flash_ncopy, padding-free as
-veRL runs it) and on the packed batch with FlexAttention, its Triton backend (flex_packed) and its
-FlashAttention-4 backend (flex_fa4, where flash_attn.cute is installed: bench/install_fa4_wheels.sh).
-Random weights; ragged responses.
+veRL runs it) or FlashAttention-4's (fa4_ncopy, head_dim 256 on Hopper), and on the packed batch
+with FlexAttention, its Triton backend (flex_packed) and its FlashAttention-4 backend (flex_fa4);
+the FA4 methods need flash_attn.cute (bench/install_fa4_wheels.sh). Random weights; ragged
+responses. Hybrid models (--model qwen3.5-9b, qwen3.5-35b-a3b, tiny-qwen3.5, ...) run their Gated
+DeltaNet layers on flash-linear-attention on CUDA (pip install 'dualkv[hybrid]'): on the N-copy
+stream one varlen call per layer over the rows, as veRL runs them, on the packed stream with each
+prompt's state handed to its responses; the kernels are autotuned on a small input first.
 
     python3 bench/run_step_bench.py                                     # 1 GPU, the issue's grid
     torchrun --nproc-per-node 2 bench/run_step_bench.py                 # 2 GPUs, FSDP2
@@ -65,6 +69,7 @@ import dualkv
 import dualkv.transformers  # noqa: F401  (registers "dualkv")
 from dualkv import losses
 from dualkv.distributed import SequenceShard, shard_sequence
+from dualkv.recurrent import warm_up_fla
 from dualkv.training import PackedPolicy, init_parallelism, shard_policy, synthetic_rollouts
 from dualkv.training.fused import fuse_elementwise
 from dualkv.training.models import MODEL_CONFIGS, model_config
@@ -74,7 +79,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import step_report  # noqa: E402
 import step_workload as work  # noqa: E402
 
-METHODS = ("dualkv", "flash_ncopy", "flex_packed", "flex_fa4")
+METHODS = ("dualkv", "flash_ncopy", "fa4_ncopy", "flex_packed", "flex_fa4")
+DEFAULT_METHODS = ("dualkv", "flash_ncopy", "flex_packed", "flex_fa4")  # fa4_ncopy on request (--methods)
+NCOPY_METHODS = ("flash_ncopy", "fa4_ncopy")
+FA4_METHODS = ("fa4_ncopy", "flex_fa4")
 GIB = 2**30
 
 
@@ -136,23 +144,18 @@ def _usable_methods(requested: list[str], device: torch.device) -> list[str]:
 
 def _skipped(requested: list[str], device: torch.device) -> dict:
     if device.type == "cuda":
-        reasons = {}
-        if "flex_fa4" in requested and (missing := _fa4_missing()) is not None:
-            reasons["flex_fa4"] = missing
-        return reasons
+        wanted = [m for m in requested if m in FA4_METHODS]
+        if not wanted:
+            return {}
+        import step_attention
+
+        reason = step_attention.fa4_unavailable()
+        return {} if reason is None else {m: reason for m in wanted}
     reasons = {"flash_ncopy": "PyTorch's FlashAttention varlen kernel runs on CUDA only",
+               "fa4_ncopy": "FlashAttention-4 runs on CUDA only",
                "flex_packed": "FlexAttention's compiled kernels are benchmarked on CUDA only",
                "flex_fa4": "FlexAttention's FlashAttention-4 backend runs on CUDA only"}
     return {m: reasons[m] for m in requested if m in reasons}
-
-
-def _fa4_missing() -> str | None:
-    """Why FlexAttention's FA4 backend cannot run here (flash_attn.cute not importable), or None."""
-    try:
-        import flash_attn.cute  # noqa: F401
-    except Exception as error:  # noqa: BLE001 - ImportError, or the CuTe DSL failing to load
-        return f"FlexAttention's FA4 backend needs flash_attn.cute (flash-attn-4): {type(error).__name__}: {error}"
-    return None
 
 
 def _build_policy(args, device, parallel):
@@ -163,6 +166,10 @@ def _build_policy(args, device, parallel):
         lm = AutoModelForCausalLM.from_config(config, attn_implementation="dualkv", dtype=dtype)
     if args.fuse_elementwise:  # every method: the layers outside attention are shared
         fuse_elementwise(lm)
+    if device.type == "cuda" and "linear_attention" in (getattr(config, "layer_types", None) or []):
+        # Autotuned here on a small input, not inside the first (timed or probed) step.
+        warm_up_fla(config.linear_num_value_heads, config.linear_key_head_dim, config.linear_value_head_dim,
+                    dtype, device)
     policy = shard_policy(PackedPolicy(lm).train(), parallel, param_dtype=None, activation_checkpointing=True)
     return policy, config
 
@@ -175,12 +182,12 @@ def _run_method(method, policy, groups, micro_batch, args, device, world, sequen
     if attention is None:
         import step_attention  # registers the baselines; needs a GPU to run
 
-        attention = {"flash_ncopy": step_attention.FLASH_NCOPY, "flex_packed": step_attention.FLEX_PACKED,
-                     "flex_fa4": step_attention.FLEX_FA4}[method]
+        attention = {"flash_ncopy": step_attention.FLASH_NCOPY, "fa4_ncopy": step_attention.FA4_NCOPY,
+                     "flex_packed": step_attention.FLEX_PACKED, "flex_fa4": step_attention.FLEX_FA4}[method]
         if method in ("flex_packed", "flex_fa4"):
             step_attention.set_flex_shapes(args.flex_shapes)
     policy.lm.set_attn_implementation(attention)
-    split = work.ncopy_micro_batches if method == "flash_ncopy" else work.packed_micro_batches
+    split = work.ncopy_micro_batches if method in NCOPY_METHODS else work.packed_micro_batches
     result = {}
     if world == 1:
         result["largest_micro_batch"] = _largest_fit(policy, split, groups, args, device)
@@ -378,7 +385,7 @@ def _parse(argv):
                         help="prompt groups per data-parallel rank and step, shared by an SP group's ranks "
                              "(default 1)")
     parser.add_argument("--micro-batch", type=int, help="responses per micro-batch (default N: one group)")
-    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(DEFAULT_METHODS))
     parser.add_argument("--sp", type=int, default=1,
                         help="Ulysses sequence-parallel group size, dividing the number of processes (default 1; "
                              "every method)")

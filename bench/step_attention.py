@@ -7,6 +7,9 @@ the log-prob code and the loss and differ only in attention and in the stream th
                trajectory of a tree workload alone), through PyTorch's FlashAttention varlen
                kernel (torch.nn.attention.varlen.varlen_attn, causal per row, grouped-query
                attention native): how veRL runs padding-free batches.
+  fa4_ncopy    the same N-copy stream through FlashAttention-4's varlen kernel
+               (flash_attn.cute.flash_attn_varlen_func, PyPI flash-attn-4; bench/install_fa4_wheels.sh
+               installs it offline), which runs head_dim 256 forward and backward on Hopper.
   flex_packed  the packed stream with FlexAttention (torch.compile(flex_attention), enable_gqa)
                and a block mask built from the layout's visibility rule (a tree's too); compiled
                for the stream length it runs, or for a symbolic length (set_flex_shapes). Its
@@ -18,7 +21,11 @@ Under sequence parallelism (`dualkv_layout` a dualkv.distributed.SequenceParalle
 inputs this rank's rows of the stream) each runs its kernel inside dualkv.distributed's Ulysses
 attention: sequence shard -> head shard, the kernel on the whole stream, and back.
 
-They need a GPU. Importing this module registers their names and, for each, a mask builder that
+Hybrid models' Gated DeltaNet layers read the same layout (dualkv.recurrent): on the N-copy
+stream every row is one sequence of one varlen call per layer, as veRL runs them, and on the
+packed stream each response starts from its prompt's state.
+
+All need a GPU. Importing this module registers the names and, for each, a mask builder that
 returns None: the layout is the mask, so transformers must not build a (T, T) one.
 """
 
@@ -37,6 +44,7 @@ from dualkv.distributed import SequenceParallelLayout, ulysses_attention
 
 # No "flash" in the name: transformers takes such names for its own flash-attention kernels.
 FLASH_NCOPY = "step_bench_varlen_ncopy"
+FA4_NCOPY = "step_bench_fa4_ncopy"
 FLEX_PACKED = "step_bench_flex_packed"
 FLEX_FA4 = "step_bench_flex_fa4"
 
@@ -75,13 +83,33 @@ def _ncopy_rows(layout: dualkv.Layout) -> torch.Tensor | None:
 def flash_ncopy_attention(
     module, query, key, value, attention_mask, scaling=None, dropout=0.0, dualkv_layout=None, **kwargs
 ):
+    _check_ncopy(dualkv_layout, "flash_ncopy")
+    return _attend_stream(_varlen_ncopy, query, key, value, dualkv_layout, scaling)
+
+
+def fa4_ncopy_attention(
+    module, query, key, value, attention_mask, scaling=None, dropout=0.0, dualkv_layout=None, **kwargs
+):
+    _check_ncopy(dualkv_layout, "fa4_ncopy")
+    return _attend_stream(_fa4_ncopy, query, key, value, dualkv_layout, scaling)
+
+
+def _check_ncopy(dualkv_layout, method: str) -> None:
     layout = _global_layout(dualkv_layout)
     if layout is None or _ncopy_rows(layout) is None:
         raise ValueError(
-            "dualkv_layout: the flash_ncopy method needs the N-copy layout (one response per group, each group "
+            f"dualkv_layout: the {method} method needs the N-copy layout (one response per group, each group "
             "one [prompt; response] row, or a forest of roots), or a SequenceParallelLayout of it"
         )
-    return _attend_stream(_varlen_ncopy, query, key, value, dualkv_layout, scaling)
+
+
+def fa4_unavailable() -> str | None:
+    """Why FlashAttention-4's varlen kernel cannot be imported here, or None."""
+    try:
+        from flash_attn.cute import flash_attn_varlen_func  # noqa: F401
+    except Exception as error:  # noqa: BLE001 - ImportError, or the CuTe DSL failing to load
+        return f"flash_attn.cute (flash-attn-4) cannot be imported: {type(error).__name__}: {error}"
+    return None
 
 
 def _flex_attention_function(method, kernel):
@@ -124,14 +152,31 @@ def _varlen_ncopy(q, k, v, layout, scale):
     """(T, H, d) and (T, Hk, d) N-copy stream -> (T, H, d): causal attention within each row."""
     from torch.nn.attention.varlen import varlen_attn
 
-    if layout not in _flash_rows:
-        starts = _ncopy_rows(layout)
-        _flash_rows[layout] = (starts.to(q.device, torch.int32), int(starts.diff().max()))
-    rows, longest = _flash_rows[layout]
+    rows, longest = _ncopy_row_offsets(layout, q.device)
     return varlen_attn(
         q.contiguous(), k.contiguous(), v.contiguous(), rows, rows, longest, longest,
         scale=scale, window_size=(-1, 0),  # (-1, 0): causal within each row
     )
+
+
+def _ncopy_row_offsets(layout, device):
+    """Row offsets (int32 on `device`) and the longest row of an N-copy layout, once per layout."""
+    if layout not in _flash_rows:
+        starts = _ncopy_rows(layout)
+        _flash_rows[layout] = (starts.to(device, torch.int32), int(starts.diff().max()))
+    return _flash_rows[layout]
+
+
+def _fa4_ncopy(q, k, v, layout, scale):
+    """As _varlen_ncopy, through FlashAttention-4's varlen kernel (causal within each row, GQA native)."""
+    from flash_attn.cute import flash_attn_varlen_func
+
+    rows, longest = _ncopy_row_offsets(layout, q.device)
+    out, _ = flash_attn_varlen_func(
+        q, k, v, cu_seqlens_q=rows, cu_seqlens_k=rows, max_seqlen_q=longest, max_seqlen_k=longest,
+        softmax_scale=scale, causal=True,
+    )
+    return out
 
 
 def _flex(q, k, v, layout, scale, kernel_options=None):
@@ -163,6 +208,7 @@ def _no_mask(*args, **kwargs) -> None:
 
 for _name, _function in (
     (FLASH_NCOPY, flash_ncopy_attention),
+    (FA4_NCOPY, fa4_ncopy_attention),
     (FLEX_PACKED, flex_packed_attention),
     (FLEX_FA4, flex_fa4_attention),
 ):

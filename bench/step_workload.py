@@ -9,8 +9,15 @@ FLOPs are model FLOPs: 2 per multiply-add of the linear layers, the attention ma
 visible query-key pairs (QK^T and PV: 4 H d per pair), and the LM head on the scored tokens. A
 mixture-of-experts layer (transformers' Qwen3-MoE rule: a layer is sparse unless it is in
 mlp_only_layers or (index + 1) is not a multiple of decoder_sparse_step) counts its active
-parameters: the router (h x num_experts) and num_experts_per_tok experts of 3 h
-moe_intermediate_size each; a dense layer, 3 h intermediate_size. A step is the old-log-prob
+parameters: the router (h x num_experts), num_experts_per_tok experts of 3 h
+moe_intermediate_size each and, where the model has one (Qwen3.5-MoE, Qwen3-Next), the shared
+expert (3 h shared_expert_intermediate_size) and its gate (h); a dense layer, 3 h
+intermediate_size. Hybrid models (config.layer_types) count attention only in their
+"full_attention" layers (with the output gate's second half of q_proj in Qwen3.5 and Qwen3-Next),
+and in each "linear_attention" (Gated DeltaNet) layer per token: its projections (q, k, v, the
+output gate z, b, a and the output), the depthwise convolution (conv_dim x width) and the
+recurrence's three K x V matrix-vector products per value head (read the state at k, write the
+update, read it at q). A step is the old-log-prob
 forward, the forward and the backward (twice the forward): 4 forwards. Activation-checkpoint
 recomputation is not counted (MFU convention). "Honest" counts the deduplicated batch (each
 prompt once), "effective" the N-copy batch, for every method alike, so both are useful work per
@@ -87,15 +94,38 @@ def batch_counts(groups: Sequence[RolloutGroup]) -> dict:
             "ncopy_pairs": ncopy_pairs, "scored_tokens": scored}
 
 
+# Models whose attention layers gate their output with a second half of q_proj.
+GATED_ATTENTION_MODELS = ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next")
+
+
 def step_flops(config, tokens: int, pairs: int, scored_tokens: int) -> float:
     """Model FLOPs of one step (STEP_FORWARDS forwards) of a transformers decoder config."""
     h, heads, kv_heads, d = config.hidden_size, config.num_attention_heads, config.num_key_value_heads, config.head_dim
-    attention_projections = h * heads * d + 2 * h * kv_heads * d + heads * d * h
+    query_outputs = 2 if config.model_type in GATED_ATTENTION_MODELS else 1
+    attention_projections = query_outputs * h * heads * d + 2 * h * kv_heads * d + heads * d * h
+    layer_types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
+    attention_layers = sum(kind == "full_attention" for kind in layer_types[: config.num_hidden_layers])
+    recurrent_layers = config.num_hidden_layers - attention_layers
     mlps = sum(_mlp_parameters(config, layer) for layer in range(config.num_hidden_layers))
-    forward = 2.0 * tokens * (config.num_hidden_layers * attention_projections + mlps)
-    forward += config.num_hidden_layers * 4.0 * pairs * heads * d
+    per_token = attention_layers * attention_projections + mlps
+    if recurrent_layers:
+        per_token += recurrent_layers * _gated_deltanet_multiply_adds(config)
+    forward = 2.0 * tokens * per_token
+    forward += attention_layers * 4.0 * pairs * heads * d
     forward += 2.0 * scored_tokens * h * config.vocab_size
     return STEP_FORWARDS * forward
+
+
+def _gated_deltanet_multiply_adds(config) -> int:
+    """Multiply-adds per token of one Gated DeltaNet layer (see the module doc)."""
+    h, value_heads = config.hidden_size, config.linear_num_value_heads
+    key_dim = config.linear_num_key_heads * config.linear_key_head_dim
+    value_dim = value_heads * config.linear_value_head_dim
+    conv_dim = 2 * key_dim + value_dim
+    projections = h * conv_dim + h * value_dim + 2 * h * value_heads + value_dim * h
+    convolution = conv_dim * config.linear_conv_kernel_dim
+    recurrence = 3 * value_heads * config.linear_key_head_dim * config.linear_value_head_dim
+    return projections + convolution + recurrence
 
 
 def _mlp_parameters(config, layer: int) -> int:
@@ -105,11 +135,13 @@ def _mlp_parameters(config, layer: int) -> int:
     sparse = (
         experts > 0
         and layer not in (getattr(config, "mlp_only_layers", None) or [])
-        and (layer + 1) % config.decoder_sparse_step == 0
+        and (layer + 1) % getattr(config, "decoder_sparse_step", 1) == 0
     )
     if not sparse:
         return 3 * h * config.intermediate_size
-    return h * experts + config.num_experts_per_tok * 3 * h * config.moe_intermediate_size
+    shared = getattr(config, "shared_expert_intermediate_size", 0)
+    shared_expert = 3 * h * shared + h if shared else 0
+    return h * experts + config.num_experts_per_tok * 3 * h * config.moe_intermediate_size + shared_expert
 
 
 def peak_flops(device_name: str) -> float | None:

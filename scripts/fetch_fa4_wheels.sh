@@ -54,21 +54,8 @@ print(int(any(re.search(r"\.so(\.|$)", n) for n in zipfile.ZipFile(sys.argv[1]).
     mv "$whl" "$dest/"
     continue
   fi
-  # Same members, same order, same metadata (permissions included), stored instead of deflated:
-  # RECORD's hashes are of the member contents, so pip accepts the result as the same wheel.
-  python3 - "$whl" "$tmp/stored.whl" <<'EOF'
-import sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as src, zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_STORED) as out:
-    for info in src.infolist():
-        data = src.read(info)
-        info.compress_type = zipfile.ZIP_STORED
-        out.writestr(info, data)
-EOF
-  echo "compressing $name ($(($(stat -c %s "$tmp/stored.whl") / 1048576)) MiB stored)" >&2
-  # --x86 (BCJ: branch targets made absolute, so repeated calls look alike) and a dictionary as large
-  # as the 193 MB _cutlass_ir .so take the cu13 wheel from 58 to 49 MiB; Python's lzma decodes both.
-  xz -T1 --x86 --lzma2=preset=9e,dict=256MiB -c "$tmp/stored.whl" >"$dest/big/$name.xz"
-  rm -f "$tmp/stored.whl" "$whl"
+  "$root/scripts/xz_wheel.sh" "$whl" "$dest/big/$name.xz"  # re-zipped stored, then xz (it says why)
+  rm -f "$whl"
 done
 
 ls -l "$dest" "$dest/big" >&2

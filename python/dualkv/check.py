@@ -1,8 +1,13 @@
 """Self-check on the user's own device and software: `python -m dualkv.check`.
 
-Runs the attention operator and a tiny random-initialised transformers model on the packed
-layout and on the N-copy layout ([prompt; response_i] per response, the computation packing must
-equal), and prints each error with its budget and PASS or FAIL (exit status 0 or 1).
+Runs the attention operator and two tiny random-initialised transformers models (Qwen3, and the
+hybrid Qwen3.5: Gated DeltaNet layers with the prompt-state hand-off, then gated attention) on the
+packed layout and on the N-copy layout ([prompt; response_i] per response, the computation packing
+must equal), and prints each error with its budget and PASS or FAIL (exit status 0 or 1). The
+hybrid model needs flash-linear-attention on CUDA (pip install 'dualkv[hybrid]'); where it cannot
+run (that package missing, or a Triton that computes its backward wrongly on this GPU) the check
+says why on a line of its own and does not count it: hybrid models are then refused with that
+same message when used.
 
 Every error is a relative L2 error against the N-copy computation in float64 on the CPU (float32
 for the model). Its budget is twice the error of PyTorch's own N-copy computation in the dtype
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import sys
 from collections.abc import Callable
@@ -29,7 +35,7 @@ from . import _C
 from ._attention import attention as dualkv_attention
 from ._layout import Layout
 
-__all__ = ["CheckResult", "Measurement", "check_attention", "check_model", "default_device", "main"]
+__all__ = ["MODELS", "CheckResult", "Measurement", "check_attention", "check_model", "default_device", "main"]
 
 ERROR_RATIO = 2.0
 FLOOR = 1e-5
@@ -37,6 +43,33 @@ FLOOR = 1e-5
 PROMPT_LENGTHS = [70, 1, 9]
 RESPONSE_LENGTHS = [[33, 1, 17], [5, 2], [12]]
 HEADS, KV_HEADS, HEAD_DIM = 4, 2, 64  # grouped-query attention; a head_dim the CUDA kernels compile
+
+_MODEL_SHAPE = dict(
+    vocab_size=128,
+    hidden_size=128,
+    intermediate_size=192,
+    num_attention_heads=HEADS,
+    num_key_value_heads=KV_HEADS,
+    head_dim=HEAD_DIM,
+    max_position_embeddings=256,
+)
+# name -> (title, transformers config class name, its keyword arguments besides _MODEL_SHAPE)
+MODELS = {
+    "qwen3": ("tiny Qwen3 model", "Qwen3Config", dict(num_hidden_layers=2)),
+    "qwen3.5": (
+        "tiny Qwen3.5 model (Gated DeltaNet)",
+        "Qwen3_5TextConfig",
+        dict(
+            num_hidden_layers=2,
+            layer_types=["linear_attention", "full_attention"],
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            linear_key_head_dim=32,
+            linear_value_head_dim=32,
+            linear_conv_kernel_dim=4,
+        ),
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -119,16 +152,24 @@ def check_attention(
     return CheckResult("attention operator", device, dtype, measurements)
 
 
-def check_model(device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> CheckResult:
-    """A tiny random-initialised Qwen3 with attn_implementation="dualkv" on the packed batch against
-    the same model with "sdpa" on the N-copy rows: per-response log-probs, and the gradient of their
-    sum with respect to every parameter. Needs transformers."""
-    from transformers import AutoModelForCausalLM, Qwen3Config
+def check_model(
+    device: torch.device | str | None = None, dtype: torch.dtype | None = None, model: str = "qwen3"
+) -> CheckResult:
+    """A tiny random-initialised model of MODELS (Qwen3 or the hybrid Qwen3.5) with
+    attn_implementation="dualkv" on the packed batch against the same model with "sdpa" on the
+    N-copy rows: per-response log-probs, and the gradient of their sum with respect to every
+    parameter. Needs transformers."""
+    import transformers
+    from transformers import AutoModelForCausalLM
 
     from . import transformers as _registers_dualkv  # noqa: F401
     from .logprobs import response_logprobs
     from .packing import pack
 
+    if model not in MODELS:
+        raise ValueError(f"model: expected one of {sorted(MODELS)}, got {model!r}")
+    title, config_name, settings = MODELS[model]
+    config_class = getattr(transformers, config_name)
     device = torch.device(device) if device is not None else default_device()
     dtype = dtype or default_dtype(device)
     generator = torch.Generator().manual_seed(20261124)
@@ -138,7 +179,8 @@ def check_model(device: torch.device | str | None = None, dtype: torch.dtype | N
     ]
     packed = pack(prompts, responses)
     with _isolated(device):
-        models = _model_triplet(AutoModelForCausalLM, Qwen3Config, device, dtype)
+        make_config = functools.partial(config_class, **_MODEL_SHAPE, **settings)
+        models = _model_triplet(AutoModelForCausalLM, make_config, device, dtype)
         exact = _ncopy_model_logprobs(models["reference"], prompts, responses, device)
         baseline = _ncopy_model_logprobs(models["ncopy"], prompts, responses, device)
         inputs = {
@@ -160,7 +202,7 @@ def check_model(device: torch.device | str | None = None, dtype: torch.dtype | N
             _relative_error(gradients["ncopy"], gradients["reference"]),
         ),
     )
-    return CheckResult("tiny Qwen3 model", device, dtype, measurements)
+    return CheckResult(title, device, dtype, measurements)
 
 
 def _ncopy_attention(q, k, v, dout, layout: Layout):
@@ -184,22 +226,13 @@ def _ncopy_attention(q, k, v, dout, layout: Layout):
     return out.detach(), *(leaf.grad for leaf in leaves)
 
 
-def _model_triplet(auto_model, config_class, device, dtype) -> dict:
+def _model_triplet(auto_model, make_config, device, dtype) -> dict:
     """The same weights three times: "packed" (dualkv, dtype), "ncopy" (sdpa, dtype) and
     "reference" (sdpa, float32 on the CPU). The weights are rounded to dtype first, so the
     reference measures only the error of computing in dtype."""
     models = {}
     for name, attention_name in (("reference", "sdpa"), ("ncopy", "sdpa"), ("packed", "dualkv")):
-        config = config_class(
-            vocab_size=128,
-            hidden_size=128,
-            intermediate_size=192,
-            num_hidden_layers=2,
-            num_attention_heads=HEADS,
-            num_key_value_heads=KV_HEADS,
-            head_dim=HEAD_DIM,
-            max_position_embeddings=256,
-        )
+        config = make_config()
         # transformers' own initialisation, from a fixed seed without touching the caller's RNG.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(20261125)
@@ -259,12 +292,29 @@ def main(argv: list[str] | None = None) -> int:
     device = default_device() if args.device == "auto" else torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"dualkv self-check on {name}: torch {torch.__version__}, CUDA kernels compiled: {_C.cuda_compiled()}")
-    results = [check_attention(device)] + ([] if args.no_model else [check_model(device)])
+    results = [check_attention(device)]
+    if not args.no_model:
+        results.append(check_model(device))
+        hybrid = _hybrid_model_check(device)
+        results += [hybrid] if isinstance(hybrid, CheckResult) else []
     for result in results:
         print(result.report())
+    if not args.no_model and not isinstance(hybrid, CheckResult):
+        print(f"{MODELS['qwen3.5'][0]} on {device}: not checked: {hybrid}")
     passed = all(result.passed for result in results)
     print("PASS" if passed else "FAIL")
     return 0 if passed else 1
+
+
+def _hybrid_model_check(device: torch.device) -> CheckResult | str:
+    """check_model for the hybrid model, or why it cannot run here: its optional CUDA package is
+    missing, or this GPU's Triton computes its backward wrongly (the errors dualkv raises then)."""
+    from .recurrent.fla_backend import HybridUnavailable
+
+    try:
+        return check_model(device, model="qwen3.5")
+    except HybridUnavailable as reason:
+        return str(reason)
 
 
 if __name__ == "__main__":

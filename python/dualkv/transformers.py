@@ -42,7 +42,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface
 
-from . import attention, check
+from . import _gated_deltanet, attention, check
 from ._layout import Layout
 from .distributed import SequenceParallelLayout, ulysses_attention
 
@@ -261,3 +261,5 @@ def _refuse_padding_mask(
 
 AttentionInterface.register(ATTENTION_NAME, dualkv_attention_forward)
 AttentionMaskInterface.register(ATTENTION_NAME, _refuse_padding_mask)
+# Qwen3.5, Qwen3.5-MoE, Qwen3-Next: their Gated DeltaNet layers read the layout too.
+_gated_deltanet.install()

@@ -3,7 +3,16 @@
 import random
 
 import torch
-from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config, Qwen3MoeConfig
+from transformers import (
+    AutoModelForCausalLM,
+    LlamaConfig,
+    Qwen2Config,
+    Qwen3_5MoeTextConfig,
+    Qwen3_5TextConfig,
+    Qwen3Config,
+    Qwen3MoeConfig,
+    Qwen3NextConfig,
+)
 
 from dualkv import losses
 
@@ -21,6 +30,20 @@ _COMMON = dict(
     pad_token_id=PAD,
 )
 
+# Hybrid models: Gated DeltaNet layers (conv width 4, so prompts of 1 and 2 tokens are shorter than
+# its tail) before a gated-attention layer, as in Qwen3.5 and Qwen3-Next.
+_HYBRID = dict(
+    _COMMON,
+    num_hidden_layers=3,
+    layer_types=["linear_attention", "linear_attention", "full_attention"],
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,  # two value heads per key head, as in the real configs
+    linear_key_head_dim=8,
+    linear_value_head_dim=12,
+    linear_conv_kernel_dim=4,
+)
+_HYBRID_MOE = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32)
+
 CONFIGS = {
     "qwen3": lambda: Qwen3Config(**_COMMON, head_dim=16),
     "qwen3_moe": lambda: Qwen3MoeConfig(
@@ -28,7 +51,27 @@ CONFIGS = {
     ),
     "llama": lambda: LlamaConfig(**_COMMON),
     "qwen2": lambda: Qwen2Config(**_COMMON),
+    "qwen3_5": lambda: Qwen3_5TextConfig(**_HYBRID, head_dim=256),  # the real head dim
+    "qwen3_5_moe": lambda: Qwen3_5MoeTextConfig(**_HYBRID, head_dim=16, **_HYBRID_MOE),
+    "qwen3_next": lambda: Qwen3NextConfig(**_HYBRID, head_dim=16, **_HYBRID_MOE),
 }
+HYBRID_MODELS = ("qwen3_5", "qwen3_5_moe", "qwen3_next")
+
+
+def hybrid_cuda_unavailable() -> str | None:
+    """Why the hybrid models' Gated DeltaNet cannot train on this machine's GPU (a skip reason), or
+    None when it can: flash-linear-attention installed, and a Triton whose gated backward is right
+    on this GPU."""
+    from dualkv.recurrent.fla_backend import HybridUnavailable, _import_fla, check_triton_for_backward
+
+    if not torch.cuda.is_available():
+        return "no GPU"
+    try:
+        _import_fla()
+        check_triton_for_backward(torch.device("cuda", 0))
+    except HybridUnavailable as reason:
+        return str(reason)
+    return None
 
 
 def model_pair(name, reference_attention="eager", seed=0):

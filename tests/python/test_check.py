@@ -11,7 +11,9 @@ from models_support import model_pair, rollouts
 
 import dualkv
 import dualkv.transformers
-from dualkv import check
+from dualkv import _gated_deltanet, check
+from dualkv.recurrent import RecurrentPlan
+from dualkv.recurrent.fla_backend import FlaMissing
 
 CUDA_USABLE = torch.cuda.is_available() and dualkv.cuda_compiled
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not CUDA_USABLE, reason="no GPU"))]
@@ -31,6 +33,7 @@ def test_command_line_check_passes(device):
     assert lines[-1] == "PASS"
     for quantity in ("out", "dq", "dk", "dv", "log-probs", "parameter gradients"):
         assert any(line.strip().startswith(quantity) and line.endswith("pass") for line in lines), quantity
+    assert any(line.startswith("tiny Qwen3.5 model (Gated DeltaNet)") for line in lines)
 
 
 @pytest.mark.skipif(CUDA_USABLE, reason="CUDA is usable here")
@@ -57,6 +60,37 @@ def test_a_wrong_attention_fails_the_check(wrong):
     result = check.check_attention("cpu", attention=wrong)
     assert not result.passed
     assert "FAIL" in result.report()
+
+
+def test_a_recurrence_across_responses_fails_the_hybrid_model_check(monkeypatch):
+    """Wrong on purpose: every response starts from the state the responses before it left (the
+    stream's groups as one segment each), what a Gated DeltaNet blind to the layout computes."""
+
+    def one_segment_per_group(layout, device):
+        lengths = [p + sum(rs) for p, rs in zip(layout.prompt_lengths, layout.response_lengths)]
+        return RecurrentPlan(torch.tensor([0, *lengths]).cumsum(0), [-1] * len(lengths), device)
+
+    monkeypatch.setattr(_gated_deltanet, "recurrent_plan", one_segment_per_group)
+    result = check.check_model("cpu", model="qwen3.5")
+    assert not result.passed
+    assert "FAIL" in result.report() and "Qwen3.5" in result.report()
+
+
+def test_a_hybrid_model_that_cannot_run_is_reported_not_failed(monkeypatch, capsys):
+    def unavailable(device, dtype=None, model="qwen3"):
+        if model == "qwen3.5":
+            raise FlaMissing("Gated DeltaNet layers on CUDA need the package flash-linear-attention")
+        return real_check_model(device, dtype, model)
+
+    real_check_model = check.check_model
+    monkeypatch.setattr(check, "check_model", unavailable)
+    assert check.main(["--device", "cpu"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2] == (
+        "tiny Qwen3.5 model (Gated DeltaNet) on cpu: not checked: Gated DeltaNet layers on CUDA need the "
+        "package flash-linear-attention"
+    )
+    assert lines[-1] == "PASS"
 
 
 def _model_and_inputs():

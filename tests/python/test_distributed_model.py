@@ -1,9 +1,12 @@
-"""A tiny Qwen3 with Ulysses sequence parallelism 2 (gloo) against the unsharded packed model:
+"""Tiny models with Ulysses sequence parallelism 2 and 4 (gloo) against the unsharded packed model:
 log-probs, entropies, loss and every parameter gradient (the SP group's mean, as FSDP/DDP take it),
-through the logits and through the hidden states; on prompt groups and on a tree of trajectories."""
+through the logits and through the hidden states; on prompt groups and on a tree of trajectories.
+Qwen3, and the hybrid Qwen3.5 and Qwen3-Next, whose Gated DeltaNet layers hand prompt states and
+convolution tails across shard boundaries."""
 
 import copy
 
+import pytest
 import torch
 import torch.distributed as dist
 from distributed_support import run_ranks
@@ -79,9 +82,9 @@ def _assert_cross_rank_scoring(packed, world, min_tokens):
     assert bool((other_segment & other_rank & mask).any())
 
 
-def _body(rank, world, tree=False):
+def _body(rank, world, name, tree=False):
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(CONFIGS["qwen3"](), attn_implementation="dualkv", dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(CONFIGS[name](), attn_implementation="dualkv", dtype=torch.float32)
     reference = copy.deepcopy(model)
     packed = dualkv.pack_trajectories(agentic_trajectories(5)) if tree else dualkv.pack(*rollouts(11, SHAPES))
     # The tree's 55 rows padded to 66: rank 1 starts at row 33, the first row of a segment whose
@@ -95,16 +98,17 @@ def _body(rank, world, tree=False):
         torch.testing.assert_close(logprobs, ref_logprobs, rtol=0, atol=1e-5, msg=lambda m: f"logprobs, {what}: {m}")
         torch.testing.assert_close(entropy, ref_entropy, rtol=0, atol=1e-5, msg=lambda m: f"entropy, {what}: {m}")
         torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-7, msg=lambda m: f"loss, {what}: {m}")
-        for name, grad in grads.items():
+        for parameter, grad in grads.items():
             dist.all_reduce(grad)
             mean = grad / world
-            error = (mean - ref_grads[name]).norm() / ref_grads[name].norm().clamp(min=1e-30)
-            assert error <= 1e-4, f"{name}, {what}: relative gradient error {float(error):.2e}"
+            error = (mean - ref_grads[parameter]).norm() / ref_grads[parameter].norm().clamp(min=1e-30)
+            assert error <= 1e-4, f"{parameter}, {what}: relative gradient error {float(error):.2e}"
 
 
-def test_sequence_parallel_model_equals_unsharded_packed_model(tmp_path):
-    run_ranks(2, tmp_path, _body)
+@pytest.mark.parametrize("name, world", [("qwen3", 2), ("qwen3_5", 2), ("qwen3_next", 4)])
+def test_sequence_parallel_model_equals_unsharded_packed_model(tmp_path, name, world):
+    run_ranks(world, tmp_path, _body, name)
 
 
 def test_sequence_parallel_model_on_a_tree_equals_unsharded_packed_model(tmp_path):
-    run_ranks(2, tmp_path, _body, True)
+    run_ranks(2, tmp_path, _body, "qwen3", True)

@@ -64,6 +64,11 @@ def trainers(tmp_path_factory):
     return trainer_pair(tmp_path_factory.mktemp("trl"))
 
 
+@pytest.fixture(scope="module")
+def hybrid_trainers(tmp_path_factory):
+    return trainer_pair(tmp_path_factory.mktemp("trl-hybrid"), hybrid=True)
+
+
 def count_packed_tokens(trainer, monkeypatch):
     """Records the packed length of every dualkv scoring call of `trainer`'s policy model."""
     seen = []
@@ -141,6 +146,31 @@ def test_loss_and_gradients_equal_plain_trainer(trainers, batch, loss_type, monk
     torch.testing.assert_close(loss, expected_loss, rtol=1e-5, atol=1e-7)
     assert expected_grads.keys() == grads.keys()
     assert any(g.abs().max() > 0 for g in expected_grads.values())
+    for name, expected in expected_grads.items():
+        torch.testing.assert_close(grads[name], expected, rtol=1e-4, atol=1e-7, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("batch", sorted(BATCHES))
+def test_hybrid_model_scores_and_loss_equal_plain_trainer(hybrid_trainers, batch):
+    """A Qwen3.5 (Gated DeltaNet, then gated attention): the plain trainer's left-padded rows against
+    the packed groups, where each response starts from its prompt's recurrent state."""
+    plain, packed = hybrid_trainers
+    input_ids, attention_mask, keep = scoring_inputs(BATCHES[batch])
+    with torch.no_grad():
+        expected = plain._get_per_token_logps_and_entropies(plain.model, input_ids, attention_mask, keep)
+        got = packed._get_per_token_logps_and_entropies(packed.model, input_ids, attention_mask, keep)
+    torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-6)
+    inputs = loss_inputs(BATCHES[batch], torch.Generator().manual_seed(8))
+    results = []
+    for trainer in (plain, packed):
+        trainer.current_gradient_accumulation_steps = 1
+        trainer.model.train()
+        trainer.model.zero_grad(set_to_none=True)
+        loss = trainer.compute_loss(trainer.model, inputs)
+        loss.backward()
+        results.append((loss.detach(), {name: p.grad.clone() for name, p in trainer.model.named_parameters()}))
+    (expected_loss, expected_grads), (loss, grads) = results
+    torch.testing.assert_close(loss, expected_loss, rtol=1e-5, atol=1e-7)
     for name, expected in expected_grads.items():
         torch.testing.assert_close(grads[name], expected, rtol=1e-4, atol=1e-7, msg=lambda m: f"{name}: {m}")
 

@@ -92,6 +92,32 @@ def test_actor_update_loss_and_gradients_equal_verl_padding_free(engines, batch,
         torch.testing.assert_close(grads[name], expected, rtol=1e-4, atol=1e-7, msg=lambda m: f"{name}: {m}")
 
 
+@pytest.mark.parametrize("batch", sorted(BATCHES))
+def test_hybrid_model_log_probs_and_entropy_equal_each_row_alone(monkeypatch, batch):
+    """A Qwen3.5 (Gated DeltaNet, then gated attention) against the model on each [prompt; response]
+    row alone. Not against veRL's padding-free path: on a CPU (without flash-linear-attention) that
+    runs the recurrence across the rows it concatenates, so it is not exact for these models."""
+    run_on_cpu(monkeypatch)
+    model = tiny_qwen3(0, hybrid=True)
+    _, packed = engine_pair(model)
+    rows, micro_batch_size = BATCHES[batch]
+    temperature = 0.8
+    data = rollout_batch(rows, torch.Generator().manual_seed(1), micro_batch_size, temperature=temperature)
+    output = packed.forward_backward_batch(data, None, forward_only=True)["model_output"]
+    with torch.no_grad():
+        for b, (prompt, response, _) in enumerate(rows):
+            ids = torch.tensor([prompt + response])
+            logits = model(input_ids=ids, use_cache=False).logits[0, len(prompt) - 1 : -1].float() / temperature
+            scores = torch.log_softmax(logits, dim=-1)
+            expected = {
+                "log_probs": scores.gather(1, ids[0, len(prompt) :, None])[:, 0],
+                "entropy": -(scores.exp() * scores).sum(-1),
+            }
+            for key, want in expected.items():
+                got = response_part(output[key], data)[b, : len(response)]
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=lambda m: f"row {b} {key}: {m}")
+
+
 def test_packs_each_micro_batch_by_uid(engines, monkeypatch):
     """The packed stream holds each (micro-batch, uid) prompt once, not once per row."""
     _, packed = engines

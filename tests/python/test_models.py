@@ -20,7 +20,7 @@ import dualkv.transformers  # noqa: F401  (registers attn_implementation="dualkv
 # Several groups with different P and N, ragged R (including 1).
 SHAPES = [(7, [3, 5, 1]), (2, [4, 2]), (5, [6]), (1, [2, 1, 3, 2])]
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-QUICK_STARTS = [ROOT / "docs" / "python.md", ROOT / "docs" / "trees.md", ROOT / "README.md"]
+QUICK_STARTS = [ROOT / "docs" / "python.md", ROOT / "docs" / "trees.md", ROOT / "docs" / "recurrent.md", ROOT / "README.md"]
 
 
 def _ncopy_logprobs(logits, input_ids, prompt_lengths, attention_mask):

@@ -1,6 +1,7 @@
 """The CUDA op inside whole models, in bf16, and against the CPU op on the same inputs.
 
-Model level: a tiny random-init Qwen3 and Llama (head dims 64 and 256, which the CUDA kernels compile),
+Model level: a tiny random-init Qwen3, Llama and the hybrid Qwen3.5, Qwen3.5-MoE and Qwen3-Next
+(Gated DeltaNet on flash-linear-attention), at head dims 64 and 256, which the CUDA kernels compile,
 packed with attn_implementation="dualkv" and as the N-copy batch with "sdpa", both bf16 on CUDA,
 each compared with the fp32 N-copy model on the same (bf16-rounded) weights. The N-copy bf16
 model's own error to that reference is what bf16 costs; dualkv's error on log-probs, loss and
@@ -10,7 +11,7 @@ Op level: the CUDA op against the CPU op on the same fp16/bf16 inputs.
 
 import pytest
 import torch
-from models_support import CONFIGS, right_padded_rows, rollouts
+from models_support import CONFIGS, HYBRID_MODELS, hybrid_cuda_unavailable, right_padded_rows, rollouts
 from test_models import _ncopy_logprobs
 from test_op_attention import HEADS, KV_HEADS
 from transformers import AutoModelForCausalLM
@@ -132,8 +133,11 @@ def model_errors(name, device, head_dim):
     return errors
 
 
+_HYBRID_SKIP = pytest.mark.skipif(hybrid_cuda_unavailable() is not None, reason=str(hybrid_cuda_unavailable()))
+
+
 @pytest.mark.parametrize("head_dim", HEAD_DIMS)
-@pytest.mark.parametrize("name", ["qwen3", "llama"])
+@pytest.mark.parametrize("name", ["qwen3", "llama", *(pytest.param(n, marks=_HYBRID_SKIP) for n in HYBRID_MODELS)])
 def test_bf16_packed_model_is_as_accurate_as_the_ncopy_batch(name, head_dim):
     errors = model_errors(name, "cuda", head_dim)
     worse = {

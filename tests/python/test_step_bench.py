@@ -1,6 +1,7 @@
-"""bench/run_step_bench.py on a CPU (tiny Qwen3): the code path the GPU run takes, its outputs and
-numbers; its fit probe and out-of-memory retry (out-of-memory errors simulated); the micro-batching
-and work counts it reports; the baselines' attention plumbing."""
+"""bench/run_step_bench.py on a CPU (tiny Qwen3, tiny Qwen3.5): the code path the GPU run takes, its
+outputs and numbers; its fit probe and out-of-memory retry (out-of-memory errors simulated); the
+micro-batching and work counts it reports; the baselines' attention plumbing; and
+bench/run_recurrent_bench.py's code path."""
 
 import argparse
 import json
@@ -8,6 +9,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import types
 
 import pytest
 import torch
@@ -99,6 +101,48 @@ def test_step_flops_count_the_active_experts_of_a_moe_model():
     assert work.step_flops(dense, tokens, pairs, scored) == pytest.approx(4 * forward)
 
 
+def test_step_flops_count_gated_deltanet_layers_and_gated_attention():
+    tokens, pairs, scored = 100, 2000, 60
+    h, heads, kv, d, vocab = 128, 4, 2, 64, 512
+    attention = 2 * h * heads * d + 2 * h * kv * d + heads * d * h  # q_proj's second half: the output gate
+    value_heads, key_dim, value_dim = 4, 2 * 32, 4 * 32
+    conv_dim = 2 * key_dim + value_dim
+    gated_deltanet = h * conv_dim + h * value_dim + 2 * h * value_heads + value_dim * h + conv_dim * 4
+    gated_deltanet += 3 * value_heads * 32 * 32  # read, write and output per value head
+    mlp = 3 * h * 256
+    forward = 2 * tokens * (attention + 3 * gated_deltanet + 4 * mlp) + 4 * pairs * heads * d + 2 * scored * h * vocab
+    assert work.step_flops(model_config("tiny-qwen3.5"), tokens, pairs, scored) == pytest.approx(4 * forward)
+    # Qwen3.5-MoE: every layer sparse, with a shared expert and its gate.
+    moe = router, experts, shared = h * 4, 2 * 3 * h * 64, 3 * h * 64 + h
+    forward_moe = forward + 2 * tokens * 4 * (sum(moe) - mlp)
+    assert work.step_flops(model_config("tiny-qwen3.5-moe"), tokens, pairs, scored) == pytest.approx(4 * forward_moe)
+
+
+def test_cpu_run_on_a_hybrid_model(tmp_path):
+    result = _run_bench(tmp_path, "--model", "tiny-qwen3.5", "--prompt-lengths", "16", "--responses", "3",
+                        "--response-length", "3", "9", "--max-fit", "2", "--repeats", "1", "--peak-tflops", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = json.loads((tmp_path / "step_bench.json").read_text())["entries"][0]["methods"]["dualkv"]
+    assert run["status"] == "ok" and 0 < run["mfu_honest"] < run["mfu_effective"]
+
+
+def test_recurrent_bench_cpu_run(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(BENCH / "run_recurrent_bench.py"), "--device", "cpu", "--dtype", "fp32", "--heads", "2",
+         "--key-dim", "8", "--value-dim", "8", "--prompt-lengths", "12", "--responses", "2", "3",
+         "--response-length", "2", "6", "--repeats", "1", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "recurrent_bench.json").read_text())
+    assert [(e["P"], e["N"]) for e in report["entries"]] == [(12, 2), (12, 3)]
+    for entry in report["entries"]:
+        assert entry["packed_tokens"] < entry["ncopy_tokens"]
+        assert entry["speedup"] == pytest.approx(entry["ncopy"]["ms"] / entry["packed"]["ms"])
+        rate = entry["ncopy_tokens"] / entry["packed"]["ms"] * 1e3
+        assert entry["packed"]["ncopy_tokens_per_s"] == pytest.approx(rate)
+
+
 def test_sequence_parallel_run_counts_each_group_once(tmp_path):
     # torchrun over 2 CPU processes as one SP group: both hold data-parallel rank 0's groups, so the
     # report counts them once, as a one-process run of the same seed has them.
@@ -167,7 +211,8 @@ def test_sequence_parallel_step_equals_the_unsharded_step(tmp_path):
 
 def test_sequence_parallelism_is_accepted_for_every_method(capsys):
     args = bench._parse(["--sp", "2"])
-    assert args.sp == 2 and args.methods == list(bench.METHODS)
+    assert args.sp == 2 and args.methods == list(bench.DEFAULT_METHODS)
+    assert bench._parse(["--sp", "2", "--methods", *bench.METHODS]).methods == list(bench.METHODS)
     with pytest.raises(SystemExit):
         bench._parse(["--sp", "0"])
     assert "--sp: must be >= 1, got 0" in capsys.readouterr().err
@@ -355,17 +400,49 @@ def _per_row_causal_varlen(q, k, v, cu_q, cu_k, max_q, max_k, *, scale=None, win
     return torch.cat(rows)
 
 
-def test_ncopy_varlen_attention_feeds_the_kernel_one_causal_row_each(monkeypatch):
-    # The kernel itself needs a GPU; a per-row causal SDPA stands in for it, so this checks the
-    # row offsets and tensor layouts the benchmark hands it against dualkv on the same stream.
+def _per_row_causal_fa4(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal):
+    """Stand-in for FlashAttention-4's varlen function (GPU only): (out, lse) of causal SDPA per row."""
+    assert causal and max_seqlen_q == max_seqlen_k
+    out = _per_row_causal_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                 scale=softmax_scale, window_size=(-1, 0))
+    return out, None
+
+
+def _stand_in_varlen(monkeypatch):
     monkeypatch.setattr(torch.nn.attention.varlen, "varlen_attn", _per_row_causal_varlen)
-    lm = build_model("tiny-qwen3")
+
+
+def _stand_in_fa4(monkeypatch):
+    cute = types.ModuleType("flash_attn.cute")
+    cute.flash_attn_varlen_func = _per_row_causal_fa4
+    monkeypatch.setitem(sys.modules, "flash_attn", types.ModuleType("flash_attn"))
+    monkeypatch.setitem(sys.modules, "flash_attn.cute", cute)
+
+
+@pytest.mark.parametrize(("method", "stand_in"), [("flash_ncopy", _stand_in_varlen), ("fa4_ncopy", _stand_in_fa4)])
+@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-qwen3.5"])
+def test_ncopy_attention_feeds_the_kernel_one_causal_row_each(method, stand_in, name, monkeypatch):
+    # The kernels need a GPU (FA4 also flash-attn-4); a per-row causal SDPA stands in for each, so
+    # this checks the row offsets and tensor layouts the benchmark hands it against dualkv on the
+    # same stream. On tiny Qwen3.5 the Gated DeltaNet layers run the N-copy rows as one wave.
+    stand_in(monkeypatch)
+    attention = {"flash_ncopy": step_attention.FLASH_NCOPY, "fa4_ncopy": step_attention.FA4_NCOPY}[method]
+    lm = build_model(name)
     (batch, _), *_ = work.ncopy_micro_batches(rollouts(), 16)
     expected = _model_outputs(lm, batch, "dualkv")
-    assert torch.allclose(_model_outputs(lm, batch, step_attention.FLASH_NCOPY), expected, atol=1e-5, rtol=1e-5)
+    assert torch.allclose(_model_outputs(lm, batch, attention), expected, atol=1e-5, rtol=1e-5)
     packed = dualkv.pack([[1, 2]], [[[3], [4]]])
-    with pytest.raises(ValueError, match="dualkv_layout: the flash_ncopy method needs the N-copy layout"):
-        _model_outputs(lm, packed, step_attention.FLASH_NCOPY)
+    with pytest.raises(ValueError, match=f"dualkv_layout: the {method} method needs the N-copy layout"):
+        _model_outputs(lm, packed, attention)
+
+
+def test_fa4_ncopy_is_skipped_with_the_reason_where_flash_attn_4_is_missing(monkeypatch):
+    _stand_in_fa4(monkeypatch)
+    assert step_attention.fa4_unavailable() is None
+    monkeypatch.setitem(sys.modules, "flash_attn", None)
+    monkeypatch.setitem(sys.modules, "flash_attn.cute", None)
+    assert step_attention.fa4_unavailable().startswith("flash_attn.cute (flash-attn-4) cannot be imported")
+    assert bench._skipped(["fa4_ncopy"], torch.device("cpu")) == {"fa4_ncopy": "FlashAttention-4 runs on CUDA only"}
 
 
 def test_flex_block_mask_equals_dualkv_on_the_packed_stream():

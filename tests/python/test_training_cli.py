@@ -34,6 +34,22 @@ def test_command_line_runs_policy_updates_and_logs_one_json_line_per_step(tmp_pa
         assert record["kl"] == 0.0  # DAPO: no KL term, no reference policy
 
 
+def test_command_line_trains_a_hybrid_model(tmp_path):
+    """Qwen3.5's layer pattern (Gated DeltaNet, gated attention), a group split over micro-batches."""
+    write_rollouts(tmp_path / "rollouts.jsonl", records(rollouts()))
+    log = tmp_path / "steps.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-m", "dualkv.training", "--model", "tiny-qwen3.5", "--rollouts",
+         str(tmp_path / "rollouts.jsonl"), "--groups-per-step", "4", "--max-tokens", "20", "--device", "cpu",
+         "--metrics-log", str(log)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    (step,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert step["split_groups"] == [0] and math.isfinite(step["loss"]) and step["grad_norm"] > 0
+    assert not step["skipped"]
+
+
 def test_fused_elementwise_layers_give_the_same_updates(tmp_path):
     """GRPO (so a frozen reference copy of the fused model runs too), with and without
     --fuse-elementwise: the same loss, KL and gradient norm at every step."""

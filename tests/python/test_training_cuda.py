@@ -1,6 +1,7 @@
 """FSDP2 policy update on 2 GPUs (NCCL), sequence parallelism 1 and 2, and on 4 GPUs, SP 2 and 4
 (SP 4 is above the model's Hk = 2, so K/V heads are replicated), against the same update on 1 GPU:
-loss, gradient norm and the parameters after one step, within bf16 tolerance.
+loss, gradient norm and the parameters after one step, within bf16 tolerance. A tiny Qwen3, and a
+tiny Qwen3.5 (Gated DeltaNet on flash-linear-attention, its states handed across shards under SP).
 
 bf16 compute with fp32 reduction and master weights, activation checkpointing, several micro-batches
 (one group split). The optimizer is SGD so that the parameters after the step compare every
@@ -12,6 +13,7 @@ import copy
 import pytest
 import torch
 from distributed_support import run_ranks
+from models_support import hybrid_cuda_unavailable
 
 import dualkv
 from dualkv.training import (
@@ -40,9 +42,9 @@ def _rollouts():
     return synthetic_rollouts(5, 4, 150, (20, 120), vocab_size=512, seed=3)
 
 
-def _update(rank, world, sp, out_dir):
+def _update(rank, world, sp, out_dir, model):
     device = torch.device("cuda", rank)
-    lm = build_model("tiny-qwen3", seed=0)
+    lm = build_model(model, seed=0)
     ref_lm = copy.deepcopy(lm)
     gen = torch.Generator().manual_seed(1)
     with torch.no_grad():
@@ -60,24 +62,27 @@ def _update(rank, world, sp, out_dir):
         torch.save({"metrics": metrics, "delta": delta}, out_dir / f"world{world}-sp{sp}.pt")
 
 
-@pytest.fixture(scope="module")
-def one_gpu_update(tmp_path_factory):
-    """The update on 1 GPU, run once for every multi-GPU case."""
+_HYBRID_SKIP = pytest.mark.skipif(hybrid_cuda_unavailable() is not None, reason=str(hybrid_cuda_unavailable()))
+
+
+@pytest.fixture(scope="module", params=["tiny-qwen3", pytest.param("tiny-qwen3.5", marks=_HYBRID_SKIP)])
+def one_gpu_update(request, tmp_path_factory):
+    """The update on 1 GPU, run once per model for every multi-GPU case."""
     out_dir = tmp_path_factory.mktemp("one_gpu")
-    run_ranks(1, out_dir, _update, 1, out_dir, backend="nccl")
-    return torch.load(out_dir / "world1-sp1.pt")
+    run_ranks(1, out_dir, _update, 1, out_dir, request.param, backend="nccl")
+    return request.param, torch.load(out_dir / "world1-sp1.pt")
 
 
 @pytest.mark.parametrize("world, sp_sizes", [(2, (1, 2)), (4, (2, 4))])
 def test_fsdp2_with_sequence_parallelism_equals_one_gpu(world, sp_sizes, one_gpu_update, tmp_path):
     if torch.cuda.device_count() < world:
         pytest.skip(f"needs {world} GPUs")
-    expected = one_gpu_update
+    model, expected = one_gpu_update
     assert expected["metrics"]["split_groups"], "the budget should split a group"
     for sp in sp_sizes:
-        run_ranks(world, tmp_path, _update, sp, tmp_path, backend="nccl")
+        run_ranks(world, tmp_path, _update, sp, tmp_path, model, backend="nccl")
         got = torch.load(tmp_path / f"world{world}-sp{sp}.pt")
-        what = f"{world} GPUs, sp={sp}"
+        what = f"{model}, {world} GPUs, sp={sp}"
         assert got["metrics"]["loss"] == pytest.approx(expected["metrics"]["loss"], rel=RELATIVE, abs=LOSS_FLOOR), what
         assert got["metrics"]["grad_norm"] == pytest.approx(expected["metrics"]["grad_norm"], rel=RELATIVE), what
         for name, reference in expected["delta"].items():

@@ -64,10 +64,11 @@ def config(**overrides):
     return UpdateConfig.grpo(MAX_TOKENS, clip_high=0.28, max_grad_norm=0.5, **overrides)
 
 
-def models(seed=0):
-    """The policy's causal LM and a reference LM a little away from it (so the KL term is not 0)."""
+def models(seed=0, name="qwen3"):
+    """The policy's causal LM (a models_support.CONFIGS name) and a reference LM a little away from
+    it (so the KL term is not 0)."""
     torch.manual_seed(seed)
-    lm = AutoModelForCausalLM.from_config(CONFIGS["qwen3"](), attn_implementation="dualkv", dtype=torch.float32)
+    lm = AutoModelForCausalLM.from_config(CONFIGS[name](), attn_implementation="dualkv", dtype=torch.float32)
     ref = copy.deepcopy(lm)
     with torch.no_grad():
         for p in ref.parameters():
@@ -121,12 +122,13 @@ def assert_same_update(before, after, expected_after, what):
         assert error <= 1e-3, f"{name}, {what}: relative update error {float(error):.2e}"
 
 
-def check_fsdp_updates(rank, world, batch, cfg, expected_of, check_metrics):
-    """policy_update on `batch` under FSDP2 with sequence parallelism 1 and 2 against the update
-    written out on the whole batch: expected_of(lm, ref_lm, batch, cfg) -> (loss, norm, expected
-    parameters); check_metrics(metrics, loss, norm, what) checks the step's metrics."""
+def check_fsdp_updates(rank, world, batch, cfg, expected_of, check_metrics, name="qwen3"):
+    """policy_update of model `name` (a models_support.CONFIGS name) on `batch` under FSDP2 with
+    sequence parallelism 1 and 2 against the update written out on the whole batch:
+    expected_of(lm, ref_lm, batch, cfg) -> (loss, norm, expected parameters); check_metrics(metrics,
+    loss, norm, what) checks the step's metrics."""
     for sp in (1, 2):
-        lm, ref_lm = models()
+        lm, ref_lm = models(name=name)
         loss, norm, expected = expected_of(lm, ref_lm, batch, cfg)
         before = {n: p.detach().clone() for n, p in lm.named_parameters()}
         parallel = init_parallelism(sp, "cpu")
@@ -134,7 +136,7 @@ def check_fsdp_updates(rank, world, batch, cfg, expected_of, check_metrics):
         reference = shard_policy(PackedPolicy(ref_lm), parallel, param_dtype=None, activation_checkpointing=False)
         optimizer = torch.optim.AdamW(policy.parameters(), lr=LEARNING_RATE)
         metrics = policy_update(policy, optimizer, batch, cfg, parallel, reference=reference)
-        what = f"rank {rank}, dp={world // sp}, sp={sp}"
+        what = f"{name}, rank {rank}, dp={world // sp}, sp={sp}"
         check_metrics(metrics, loss, norm, what)
         after = {n.removeprefix("lm."): p.full_tensor() for n, p in policy.named_parameters()}
         assert_same_update(before, after, expected, what)

@@ -1,9 +1,11 @@
-"""A tiny random Qwen3, a word-level tokenizer built in memory (no download) and GRPOTrainer /
-DualKVGRPOTrainer pairs on identical weights, for the TRL integration tests."""
+"""A tiny random Qwen3 (or hybrid Qwen3.5), a word-level tokenizer built in memory (no download) and
+GRPOTrainer / DualKVGRPOTrainer pairs on identical weights, for the TRL integration tests."""
 
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3_5TextConfig, Qwen3Config
+
+from dualkv import check
 
 VOCAB = 64
 PAD, EOS = 0, 1
@@ -19,9 +21,16 @@ def tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>")
 
 
-def tiny_qwen3(seed: int = 0, attention: str = "sdpa", head_dim: int = 8):
-    """head_dim 8 for CPU tests; the CUDA kernels need 64 or 128."""
-    config = Qwen3Config(
+# Gated DeltaNet, then gated attention: the small Qwen3.5 of dualkv's self-check.
+_HYBRID = {name: value for name, value in check.MODELS["qwen3.5"][2].items() if name != "num_hidden_layers"}
+
+
+def tiny_qwen3(seed: int = 0, attention: str = "sdpa", head_dim: int = 8, hybrid: bool = False):
+    """head_dim 8 for CPU tests; the CUDA kernels need 64 or 128. hybrid: a Qwen3.5 of the same
+    size (a Gated DeltaNet layer, then a gated-attention layer)."""
+    config_class, extra = (Qwen3_5TextConfig, _HYBRID) if hybrid else (Qwen3Config, {})
+    config = config_class(
+        **extra,
         vocab_size=VOCAB,
         hidden_size=32,
         intermediate_size=48,
@@ -56,6 +65,7 @@ def trainer_pair(
     prompts: list[str] | None = None,
     seed: int = 0,
     head_dim: int = 8,
+    hybrid: bool = False,
     **trainer_kwargs,
 ):
     """(plain GRPOTrainer, DualKVGRPOTrainer) over two copies of one tiny model."""
@@ -83,7 +93,7 @@ def trainer_pair(
     prompts = prompts or ["w2 w3 w4", "w5 w6", "w7 w8 w9 w10", "w11"]
     # Saved, not passed as an object: GRPOTrainer builds the reference model from the path.
     path = tmp_path / "tiny-qwen3"
-    tiny_qwen3(seed, head_dim=head_dim).save_pretrained(path)
+    tiny_qwen3(seed, head_dim=head_dim, hybrid=hybrid).save_pretrained(path)
     settings.setdefault("model_init_kwargs", {"dtype": torch.float32, "attn_implementation": "sdpa"})
     trainers = []
     for cls, name in ((GRPOTrainer, "plain"), (DualKVGRPOTrainer, "dualkv")):

@@ -6,9 +6,12 @@
   transformers model ("dualkv" attention) on them.
 - `sharded_response_logprobs(_from_hidden)`: per-response log-probs from sequence-sharded logits
   or hidden states, identical on every rank, without gathering the logits.
+- `ulysses_causal_conv1d`, `ulysses_gated_delta_rule`: the recurrent layers' token mixing
+  (`dualkv.recurrent`) on a sequence-sharded stream, by the same exchange, channels or heads.
 """
 
 from .logprobs import sharded_response_logprobs, sharded_response_logprobs_from_hidden
+from .recurrent import ulysses_causal_conv1d, ulysses_gated_delta_rule
 from .sequence import SequenceParallelLayout, SequenceShard, shard_sequence
 from .ulysses import kv_replication, ulysses_attention
 
@@ -20,4 +23,6 @@ __all__ = [
     "sharded_response_logprobs",
     "sharded_response_logprobs_from_hidden",
     "ulysses_attention",
+    "ulysses_causal_conv1d",
+    "ulysses_gated_delta_rule",
 ]
