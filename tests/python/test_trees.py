@@ -201,12 +201,12 @@ def _per_trajectory_logprobs(model, trajectories):
     return out
 
 
-
-
-
+# qwen3_5: Gated DeltaNet layers on a tree, each segment starting from its parent's final state and
+# convolution tail (reaching into earlier ancestors where the parent is shorter than the kernel).
+@pytest.mark.parametrize("name", ["qwen3", "qwen3_5"])
 @pytest.mark.parametrize("aggregation_seed", [3, 4])
-def test_tiny_qwen3_on_packed_trajectories_equals_each_trajectory_alone(aggregation_seed):
-    packed_model, reference_model = model_pair("qwen3", "eager")
+def test_tiny_model_on_packed_trajectories_equals_each_trajectory_alone(name, aggregation_seed):
+    packed_model, reference_model = model_pair(name, "eager")
     trajectories = agentic_trajectories(aggregation_seed)
     batch = dualkv.pack_trajectories(trajectories)
     assert batch.num_tokens < sum(len(flat(t)[0]) for t in trajectories)

@@ -89,12 +89,9 @@ class RecurrentPlan:
 
     @classmethod
     def from_layout(cls, layout, device: torch.device | str = "cpu") -> RecurrentPlan:
-        """The shared-prompt plan of a `dualkv.Layout`: every response's parent is its group's prompt."""
-        cu_groups = layout.cu_groups.tolist()
-        parents = []
-        for first, end in zip(cu_groups[:-1], cu_groups[1:]):
-            parents += [-1] + [first] * (end - first - 1)
-        return cls(layout.cu_seqlens, parents, device)
+        """The plan of a `dualkv.Layout`: every segment starts from its parent's final state (a
+        response from its group's prompt's; in a tree, a turn from the turn before it)."""
+        return cls(layout.cu_seqlens, layout.parents.tolist(), device)
 
     @property
     def parents(self) -> list[int]:
