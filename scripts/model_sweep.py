@@ -132,6 +132,7 @@ _FAMILY_SIZES = {
     "mamba2": {"num_heads": 8},  # hidden_size * expand = num_heads * head_dim
     "gpt_neo": {"attention_types": [[["global", "local"], 2]]},
     "zaya": {"num_experts_per_tok": 1},
+    "gemma3n_text": {"num_kv_shared_layers": 0},
 }
 
 
@@ -202,7 +203,7 @@ def _fit_special_ids(config) -> None:
             setattr(config, name, min(value, VOCAB - 1) if name != "pad_token_id" else 0)
 
 
-def sweep_one(model_type: str, time_limit: int = 300) -> Outcome:
+def sweep_one(model_type: str, time_limit: int = 120) -> Outcome:
     start = time.perf_counter()
     try:
         with _time_limit(time_limit):
@@ -218,6 +219,7 @@ def _compare(model_type: str) -> Outcome:
     from transformers import AutoModelForCausalLM
 
     import dualkv
+    import dualkv.transformers  # noqa: F401  (registers attn_implementation="dualkv")
     from dualkv.token_mixing import UnsupportedModelError
 
     try:
@@ -303,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="MODEL_TYPE", help="sweep these model types only")
     parser.add_argument("--json", metavar="FILE", help="write the records as JSON")
     parser.add_argument("--markdown", metavar="FILE", help="write the per-architecture table as markdown")
-    parser.add_argument("--time-limit", type=int, default=300, metavar="S", help="seconds per architecture")
+    parser.add_argument("--time-limit", type=int, default=120, metavar="S", help="seconds per architecture")
     args = parser.parse_args(argv)
 
     warnings.filterwarnings("ignore")
@@ -311,10 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     from transformers.utils import logging as transformers_logging
 
-    import dualkv.transformers  # noqa: F401  (registers "dualkv")
-
     transformers_logging.set_verbosity_error()
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     model_types = args.only or sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
     unknown = sorted(set(model_types) - set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES))
     if unknown:
