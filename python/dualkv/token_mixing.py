@@ -96,8 +96,6 @@ class LayoutNotReceivedError(ValueError):
 # Models (and the transformers sub-models inside them) whose check passed.
 _checked: weakref.WeakSet = weakref.WeakSet()
 _probing = contextvars.ContextVar("dualkv_probing", default=False)
-
-
 _positions_unchecked = contextvars.ContextVar("dualkv_positions_unchecked", default=False)
 
 
@@ -166,8 +164,7 @@ def _check_before_packed_forward(model: torch.nn.Module, args: tuple, kwargs: di
     if kwargs.get("dualkv_layout") is None and kwargs.get("dualkv_packed") is None:
         return
     if not probing():
-        check_token_mixing(model)
-        _release_guards(model)
+        check_token_mixing(model)  # which releases the guard once the model passed
 
 
 def _release_guards(model: torch.nn.Module) -> None:
@@ -214,7 +211,7 @@ class _Probe:
         self.layout = Layout.from_lengths(PROBE_PROMPT_LENGTHS, PROBE_RESPONSE_LENGTHS)
         self.visible = _visibility(self.layout)
         generator = torch.Generator().manual_seed(_SEED)
-        vocab = self.embeddings.num_embeddings if hasattr(self.embeddings, "num_embeddings") else 2
+        vocab = getattr(self.embeddings, "num_embeddings", None) or getattr(getattr(model, "config", None), "vocab_size", 2)
         # Ids from 1: 0 is often the padding id.
         self.input_ids = torch.randint(1, max(vocab, 2), (1, PROBE_TOKENS), generator=generator).to(self.device)
         self.position_ids = self.layout.position_ids[None].to(self.device)

@@ -235,7 +235,8 @@ _verified_position_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _check_position_ids(position_ids: torch.Tensor | None, layout: Layout) -> None:
-    if token_mixing.positions_unchecked():  # the model check sees which positions a model uses by default
+    # The model check (always eager) sees which positions a model uses by default.
+    if not torch.compiler.is_compiling() and token_mixing.positions_unchecked():
         return
     if position_ids is None:
         raise ValueError(
@@ -245,8 +246,10 @@ def _check_position_ids(position_ids: torch.Tensor | None, layout: Layout) -> No
     flat = position_ids[0] if position_ids.dim() == 2 and position_ids.shape[0] == 1 else position_ids
     if torch.compiler.is_compiling():
         # No host values inside a compiled graph: the comparison runs on the device, and a
-        # mismatch fails the run there (an error on the CPU, a device-side assert on CUDA).
-        expected = layout._position_ids_on(position_ids.device)
+        # mismatch fails the run there (an error on the CPU, a device-side assert on CUDA). The
+        # layout's own position ids (computed when the batch was packed) are a plain attribute the
+        # graph reads; its per-device cache would break the graph.
+        expected = layout._position_ids.to(position_ids.device)
         if flat.shape != expected.shape:
             raise ValueError(f"position_ids: {_POSITION_RULE}; got shape {tuple(flat.shape)} for {expected.numel()} tokens")
         torch._assert_async((flat == expected).all(), f"position_ids: {_POSITION_RULE}")
