@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import importlib.util
 import json
 import math
 import signal
@@ -31,6 +30,7 @@ import traceback
 import warnings
 from dataclasses import asdict, dataclass
 
+STATUSES = ("equal", "refused", "skipped", "DIFFERENT", "error")
 TOLERANCE = 1e-4  # relative to the largest N-copy logit; fp32 differences are ~1e-6, leaks 1e-3 and up
 PROMPTS = (5, 3)
 RESPONSES = ((4, 1, 3), (2, 4))
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         outcomes.append(outcome)
         difference = "" if outcome.difference is None else f" ({outcome.difference:.1e})"
         print(f"{model_type:<28} {outcome.seconds:5.1f}s {outcome.status}{difference} {outcome.detail}", flush=True)
-    counts = {status: sum(o.status == status for o in outcomes) for status in ("equal", "refused", "skipped", "DIFFERENT", "error")}
+    counts = {status: sum(o.status == status for o in outcomes) for status in STATUSES}
     print("counts: " + ", ".join(f"{status} {count}" for status, count in counts.items()))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as file:

@@ -9,7 +9,8 @@ integrations); other models are untouched.
   implementation is decided, at construction and in set_attn_implementation.
 - Some modeling files pick their attention layer class from a table of implementations (Falcon,
   GPT-J, GPT-Neo) and fail inside their constructor with KeyError('dualkv'); the constructors
-  (`from_config`, `from_pretrained`) turn that into an UnsupportedModelError (a ValueError) naming the model and the cause.
+  (`from_config`, `from_pretrained`) turn that into an UnsupportedModelError (a ValueError) naming
+  the model and the cause.
 """
 
 from __future__ import annotations

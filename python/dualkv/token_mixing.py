@@ -211,7 +211,8 @@ class _Probe:
         self.layout = Layout.from_lengths(PROBE_PROMPT_LENGTHS, PROBE_RESPONSE_LENGTHS)
         self.visible = _visibility(self.layout)
         generator = torch.Generator().manual_seed(_SEED)
-        vocab = getattr(self.embeddings, "num_embeddings", None) or getattr(getattr(model, "config", None), "vocab_size", 2)
+        config = getattr(model, "config", None)
+        vocab = getattr(self.embeddings, "num_embeddings", None) or getattr(config, "vocab_size", 2)
         # Ids from 1: 0 is often the padding id.
         self.input_ids = torch.randint(1, max(vocab, 2), (1, PROBE_TOKENS), generator=generator).to(self.device)
         self.position_ids = self.layout.position_ids[None].to(self.device)
@@ -311,7 +312,8 @@ class _Probe:
         """Every row depends on its own token: otherwise the test could not see any dependence
         (no gradient reaches the embeddings), and passing it would mean nothing."""
         [(rows, _)], [(leaf, axis)] = run()
-        total = (rows[0, -1].float() * torch.randn(rows.shape[-1], generator=self.weights_generator).to(rows.device)).sum()
+        weights = torch.randn(rows.shape[-1], generator=self.weights_generator).to(rows.device)
+        total = (rows[0, -1].float() * weights).sum()
         (grad,) = torch.autograd.grad(total, [leaf], allow_unused=True) if rows.requires_grad else (None,)
         if grad is None or not bool((grad.movedim(axis, 0)[-1] != 0).any()):
             raise UnsupportedModelError(
@@ -386,7 +388,8 @@ class _Probe:
             "tokens across the segments of a packed batch (an output row depends on a row the layout hides from it: "
             "another response, another group or a later token), so responses after a group's first would not equal "
             f"their N-copy rows:\n" + "\n".join(lines) + "\n"
-            f"(on dualkv's probe batch, packed token {t} ({self._row(t)}) depends on packed token {u} ({self._row(u)}).)\n"
+            f"(on dualkv's probe batch, packed token {t} ({self._row(t)}) depends on packed token {u} "
+            f"({self._row(u)}).)\n"
             f"{SUPPORTED}."
         )
 

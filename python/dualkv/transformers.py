@@ -251,7 +251,9 @@ def _check_position_ids(position_ids: torch.Tensor | None, layout: Layout) -> No
         # graph reads; its per-device cache would break the graph.
         expected = layout._position_ids.to(position_ids.device)
         if flat.shape != expected.shape:
-            raise ValueError(f"position_ids: {_POSITION_RULE}; got shape {tuple(flat.shape)} for {expected.numel()} tokens")
+            raise ValueError(
+                f"position_ids: {_POSITION_RULE}; got shape {tuple(flat.shape)} for {expected.numel()} tokens"
+            )
         torch._assert_async((flat == expected).all(), f"position_ids: {_POSITION_RULE}")
         return
     # Inference tensors have no version counter, so an in-place change could not be seen: they

@@ -221,7 +221,8 @@ def test_meta_tensors_are_named():
     with pytest.raises(ValueError, match="^logits: a tensor on the meta device holds no values"):
         dualkv.response_logprobs(torch.empty(1, packed.num_tokens, VOCAB, device="meta"), packed)
     with pytest.raises(ValueError, match="^hidden_states: a tensor on the meta device holds no values"):
-        dualkv.response_logprobs_from_hidden(torch.empty(packed.num_tokens, 8, device="meta"), torch.zeros(VOCAB, 8), packed)
+        hidden = torch.empty(packed.num_tokens, 8, device="meta")
+        dualkv.response_logprobs_from_hidden(hidden, torch.zeros(VOCAB, 8), packed)
 
 
 @pytest.mark.parametrize(

@@ -254,7 +254,8 @@ def test_prompts_and_responses_must_be_sequences_not_iterators():
         dualkv.pack((p for p in [[1, 2]]), [[[3]]])
     with pytest.raises(TypeError, match="^responses: expected a list or tuple of lists of token-id sequences, got map"):
         dualkv.pack([[1, 2]], map(list, [[[3]]]))
-    with pytest.raises(ValueError, match=r"^responses\[0\]: expected a non-empty list of token-id sequences, got generator"):
+    message = r"^responses\[0\]: expected a non-empty list of token-id sequences, got generator"
+    with pytest.raises(ValueError, match=message):
         dualkv.pack([[1, 2]], [(r for r in [[3]])])
 
 

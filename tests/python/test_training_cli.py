@@ -74,7 +74,9 @@ def test_command_line_exits_nonzero_when_steps_were_skipped():
     result = _run("--groups", "2", "--responses", "2", "--prompt-length", "8", "--response-length", "2", "4",
                   "--epochs", "3", "--lr", "1e30", "--dtype", "fp32", "--loss", "dapo")
     assert result.returncode == 1, result.stderr
-    assert "2 of 3 steps were skipped because their loss or gradient norm was not finite (steps [1, 2])" in result.stderr
+    assert "2 of 3 steps were skipped because their loss or gradient norm was not finite (steps [1, 2])" in (
+        result.stderr
+    )
     steps = [json.loads(line) for line in result.stdout.splitlines()]
     assert [s["skipped"] for s in steps] == [False, True, True]
 
