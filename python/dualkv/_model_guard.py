@@ -19,16 +19,9 @@ import functools
 
 from transformers import PreTrainedModel
 
-from .token_mixing import SUPPORTED, UnsupportedModelError, guard_first_packed_forward
+from .token_mixing import SUPPORTED, UnsupportedModelError, guard_first_packed_forward, is_dualkv_attention
 
-__all__ = ["install", "is_dualkv_attention"]
-
-ATTENTION_NAME = "dualkv"
-DISPATCH_PREFIX = "dualkv_or_"
-
-
-def is_dualkv_attention(name) -> bool:
-    return isinstance(name, str) and (name == ATTENTION_NAME or name.startswith(DISPATCH_PREFIX))
+__all__ = ["install"]
 
 
 def install() -> None:

@@ -56,12 +56,17 @@ __all__ = [
     "check_token_mixing",
     "guard_first_packed_forward",
     "is_checked",
+    "is_dualkv_attention",
     "mark_token_mixing_checked",
     "positions_unchecked",
     "probing",
 ]
 
 MODEL_CHECK_VARIABLE = "DUALKV_MODEL_CHECK"
+# dualkv's attention implementations in transformers: the packed-only one, and the trainer
+# integrations' dispatching "dualkv_or_<fallback>".
+ATTENTION_NAME = "dualkv"
+DISPATCH_PREFIX = "dualkv_or_"
 # Two groups with ragged responses, a one-token prompt and a one-token response. 11 tokens: a
 # prime that no model dimension is likely to equal, so that a tensor's token axis is the one axis
 # of that size.
@@ -97,6 +102,10 @@ class LayoutNotReceivedError(ValueError):
 _checked: weakref.WeakSet = weakref.WeakSet()
 _probing = contextvars.ContextVar("dualkv_probing", default=False)
 _positions_unchecked = contextvars.ContextVar("dualkv_positions_unchecked", default=False)
+
+
+def is_dualkv_attention(name) -> bool:
+    return isinstance(name, str) and (name == ATTENTION_NAME or name.startswith(DISPATCH_PREFIX))
 
 
 def probing() -> bool:
@@ -163,7 +172,10 @@ def guard_first_packed_forward(model: torch.nn.Module) -> None:
 def _check_before_packed_forward(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
     if kwargs.get("dualkv_layout") is None and kwargs.get("dualkv_packed") is None:
         return
-    if not probing():
+    # The model's attention may have been switched away from dualkv's since (a benchmark's other
+    # attention function reading the same keyword): the check is about dualkv's.
+    implementation = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if is_dualkv_attention(implementation) and not probing():
         check_token_mixing(model)  # which releases the guard once the model passed
 
 
@@ -508,10 +520,11 @@ def _input_embeddings(model: torch.nn.Module) -> torch.nn.Module:
 
 @contextlib.contextmanager
 def _packed_forward_if_dispatching(model: torch.nn.Module):
-    from .integrations.attention import PREFIX, packed_forward
+    from .integrations.attention import packed_forward
 
     implementation = getattr(getattr(model, "config", None), "_attn_implementation", None)
-    with packed_forward() if str(implementation).startswith(PREFIX) else contextlib.nullcontext():
+    dispatching = isinstance(implementation, str) and implementation.startswith(DISPATCH_PREFIX)
+    with packed_forward() if dispatching else contextlib.nullcontext():
         yield
 
 

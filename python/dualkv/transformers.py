@@ -70,7 +70,7 @@ __all__ = [
     "mark_token_mixing_checked",
 ]
 
-ATTENTION_NAME = _model_guard.ATTENTION_NAME
+ATTENTION_NAME = token_mixing.ATTENTION_NAME
 SELF_CHECK_VARIABLE = "DUALKV_SELF_CHECK"
 
 

@@ -27,7 +27,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .. import transformers as dualkv_transformers
-from .._model_guard import DISPATCH_PREFIX
+from ..token_mixing import DISPATCH_PREFIX
 
 __all__ = ["PREFIX", "packed_forward", "use_packed_attention"]
 

@@ -30,7 +30,6 @@ from transformers import PreTrainedModel
 
 from ..microbatch import plan_microbatches
 from ..packing import pack_rows, unpack_to_rows
-from ..token_mixing import check_token_mixing
 from .attention import use_packed_attention
 from .grouping import groups_from_prompts
 from .scoring import install_packed_scoring
@@ -58,10 +57,10 @@ class DualKVGRPOTrainer(trl.GRPOTrainer):
             if model is not None:
                 model = _transformers_model(self.accelerator.unwrap_model(model))
                 use_packed_attention(model)
+                # Also checks the model's token mixing, before accelerate wraps it.
                 install_packed_scoring(
                     model, temperature=self.temperature, fp32_lm_head=bool(self.args.cast_lm_head_to_fp32)
                 )
-                check_token_mixing(model)
 
     def _get_per_token_logps_and_entropies(
         self,

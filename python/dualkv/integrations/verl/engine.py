@@ -18,7 +18,7 @@ from verl.utils.ulysses import get_ulysses_sequence_parallel_group
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
 
 from ...distributed import shard_sequence
-from ...token_mixing import check_token_mixing, mark_token_mixing_checked
+from ...token_mixing import mark_token_mixing_checked
 from ..attention import use_packed_attention
 from ..scoring import install_packed_scoring
 from .batch import pack_micro_batch, to_jagged_rows
@@ -80,11 +80,9 @@ def enable_packed_scoring(module):
     device until FSDP broadcasts them): rank 0's check stands for all, and a refusal there ends
     the run."""
     use_packed_attention(module)
-    install_packed_scoring(module)  # the temperature comes with each micro-batch
+    install_packed_scoring(module)  # checks the model; the temperature comes with each micro-batch
     if any(p.is_meta for p in module.parameters()):
         mark_token_mixing_checked(module)
-    else:
-        check_token_mixing(module)
     return module
 
 
