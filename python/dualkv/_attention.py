@@ -93,6 +93,10 @@ def _check_arguments(q, k, v, layout, softmax_scale, deterministic, kernel_famil
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(tensor).__name__}")
+        # The fake kernels give shapes for torch.compile's fake tensors; a meta tensor passed in
+        # by a caller holds no values, and an attention call on it has no result to return.
+        if tensor.device.type == "meta":
+            raise ValueError(f"{name}: a tensor on the meta device holds no values; dualkv.attention needs real {name}")
     if not isinstance(layout, Layout):
         raise TypeError(f"layout: expected a dualkv.Layout, got {type(layout).__name__}")
     # Not under torch.compile: there the layout's token count is a value of its offsets that the

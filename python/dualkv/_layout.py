@@ -229,6 +229,12 @@ class Layout:
         return [list(group) for group in self._response_lengths]
 
     @property
+    def longest_path(self) -> int:
+        """max over groups of P_g + max_i R_g,i: the most tokens one query's path holds, so the
+        shortest attention window that changes nothing on this layout."""
+        return self._longest_path
+
+    @property
     def segment_ids(self) -> torch.Tensor:
         """(T,) int64: the segment of each token (numbered in packed order)."""
         return self._segment_ids.clone()
@@ -272,6 +278,10 @@ class Layout:
     def _response_lengths(self) -> tuple[tuple[int, ...], ...]:
         bounds = self._groups().tolist()
         return tuple(self._segment_lengths[first + 1 : end] for first, end in itertools.pairwise(bounds))
+
+    @functools.cached_property
+    def _longest_path(self) -> int:
+        return max(p + max(r) for p, r in zip(self._prompt_lengths, self._response_lengths))
 
     @functools.cached_property
     def _segment_ids(self) -> torch.Tensor:

@@ -15,6 +15,7 @@ Results are (num_responses, max_R) float32 in packing order, zeros past each res
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -72,6 +73,8 @@ def _scores_from_logits(logits2d, packed: PackedBatch, first_row: int, temperatu
 
 def _scores_from_hidden(hidden2d, lm_head_weight, packed: PackedBatch, first_row: int, temperature, chunk_rows):
     """`_scores_from_logits` from the hidden states of those rows and the LM head weight."""
+    if not isinstance(lm_head_weight, torch.Tensor):
+        raise TypeError(f"lm_head_weight: expected a torch.Tensor, got {type(lm_head_weight).__name__}")
     if lm_head_weight.dim() != 2 or lm_head_weight.shape[1] != hidden2d.shape[1]:
         raise ValueError(f"lm_head_weight: expected (vocab, {hidden2d.shape[1]}), got {tuple(lm_head_weight.shape)}")
     if lm_head_weight.device != hidden2d.device:
@@ -108,6 +111,8 @@ class _Scoring:
     ):
         if not isinstance(packed, PackedBatch):
             raise TypeError(f"packed: expected a dualkv.PackedBatch, got {type(packed).__name__}")
+        if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+            raise TypeError(f"temperature: expected a real number, got {type(temperature).__name__}")
         # An infinite temperature would make every distribution uniform without a word.
         if not (math.isfinite(temperature) and temperature > 0):
             raise ValueError(f"temperature: must be finite and > 0, got {temperature}")
@@ -283,6 +288,10 @@ def _projected_rows(hidden2d: torch.Tensor, weight: torch.Tensor):
 
 def _rows_2d(tensor: torch.Tensor, rows: int, name: str, what: str) -> torch.Tensor:
     """(1, T, X) or (T, X) -> (T, X), checking T against the number of rows expected."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.device.type == "meta":
+        raise ValueError(f"{name}: a tensor on the meta device holds no values to score; pass real {name}")
     if tensor.dim() == 3 and tensor.shape[0] == 1:
         tensor = tensor[0]
     if tensor.dim() != 2 or tensor.shape[0] != rows:

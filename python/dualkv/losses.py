@@ -64,10 +64,12 @@ def group_advantages(
 ) -> torch.Tensor:
     """GRPO advantages: per group, (r - mean) / (std + eps); (r - mean) when scale_by_std=False.
 
-    rewards: (num_responses,) one scalar reward per response. group_ids: (num_responses,) the
-    group of each response (`PackedBatch.response_group`). The std is the unbiased sample std,
-    as in the GRPO paper; a group with a single response has advantage 0 (no baseline to compare
-    against), not NaN. Returns (num_responses,) float32.
+    rewards: (num_responses,) one finite scalar reward per response (a NaN or infinite one is an
+    error naming its group and response). group_ids: (num_responses,) the group of each response
+    (`PackedBatch.response_group`). The std is the unbiased sample std, as in the GRPO paper. A
+    group whose rewards are all equal (a single response among them) has advantage exactly 0,
+    whatever eps, eps=0 included: nothing in it is better than its baseline. Returns
+    (num_responses,) float32.
     """
     _check_tensor("rewards", rewards, dim=1)
     _check_same_shape("rewards", rewards, group_ids=group_ids)
@@ -75,20 +77,39 @@ def group_advantages(
         raise ValueError(f"group_ids: expected an integer tensor, got {group_ids.dtype}")
     if not (math.isfinite(_real("eps", eps)) and eps >= 0):
         raise ValueError(f"eps: must be finite and >= 0, got {eps}")
-    rewards = rewards.float()
     _, group_of = torch.unique(group_ids, return_inverse=True)
+    _check_finite_rewards(rewards, group_of)
+    rewards = rewards.float()
     num_groups = int(group_of.max()) + 1 if group_of.numel() else 0
     count = torch.zeros(num_groups, dtype=torch.float32, device=rewards.device)
     count.index_add_(0, group_of, torch.ones_like(rewards))
     total = torch.zeros_like(count).index_add_(0, group_of, rewards)
     mean = total / count
-    centered = rewards - mean[group_of]
+    # The mean of equal rewards need not round to them (three 0.1s average to 0.10000001), so a
+    # group of equal rewards is found by comparing them, and given exactly 0.
+    highest = torch.full_like(count, -math.inf).scatter_reduce(0, group_of, rewards, "amax")
+    lowest = torch.full_like(count, math.inf).scatter_reduce(0, group_of, rewards, "amin")
+    spread = (highest > lowest)[group_of]
+    centered = torch.where(spread, rewards - mean[group_of], 0.0)
     if not scale_by_std:
         return centered
     squares = torch.zeros_like(count).index_add_(0, group_of, centered * centered)
-    # Bessel's correction; a singleton group has centered == 0, so any finite std keeps it at 0.
-    std = torch.sqrt(squares / (count - 1).clamp(min=1))
-    return centered / (std[group_of] + eps)
+    std = torch.sqrt(squares / (count - 1).clamp(min=1))[group_of]  # Bessel's correction
+    # std is 0 with a spread only when the squares underflow; such a group gets 0 too.
+    return torch.where(std > 0, centered / (std + eps), 0.0)
+
+
+def _check_finite_rewards(rewards: torch.Tensor, group_of: torch.Tensor) -> None:
+    """A NaN or infinite reward would make its whole group's advantages NaN."""
+    bad = (~torch.isfinite(rewards)).nonzero()
+    if bad.numel():
+        index = int(bad[0, 0])
+        group = int(group_of[index])
+        response = int((group_of[:index] == group).sum())
+        raise ValueError(
+            f"rewards[{index}]: {float(rewards[index])} is not finite (response {response} of group {group}); "
+            "every reward must be a finite number"
+        )
 
 
 def clipped_policy_loss(
@@ -156,12 +177,16 @@ def aggregate_tokens(values: torch.Tensor, response_mask: torch.Tensor, mode: st
     "seq-mean-token-sum": mean over responses of each response's masked sum (Dr. GRPO style).
     "seq-mean-token-mean": mean over responses of each response's masked mean (original GRPO).
     A response with no masked token contributes 0 to the sequence means; an all-empty mask gives 0.
+    Values outside the mask are selected away, never multiplied by 0, so a NaN or inf there does
+    not reach the result (nor its gradient's other entries; `policy_loss` also masks its inputs,
+    so that a non-finite input there has no non-finite backward of its own).
     """
     _check_tensor("values", values, dim=2)
     _check_same_shape("values", values, response_mask=response_mask)
     _check_mask(response_mask)
-    mask = response_mask.to(values.dtype)
-    masked = values * mask
+    selected = response_mask.bool()
+    mask = selected.to(values.dtype)
+    masked = torch.where(selected, values, 0.0)
     if mode == "token-mean":
         return masked.sum() / mask.sum().clamp(min=1)
     if mode == "seq-mean-token-sum":
@@ -190,16 +215,30 @@ def policy_loss(
     GRPO: clip_high=None, aggregation="seq-mean-token-mean", ref_logprobs and kl_coef > 0.
     DAPO: clip_low=0.2, clip_high=0.28, aggregation="token-mean", kl_coef=0.
     Aggregation is linear, so this equals aggregating the two terms separately and adding them.
+    Positions outside response_mask never contribute, whatever they hold (padding log-probs of
+    -inf, say): the inputs are masked before any arithmetic, so the loss and its gradient stay
+    finite.
     """
     if not (math.isfinite(_real("kl_coef", kl_coef)) and kl_coef >= 0.0):
         raise ValueError(f"kl_coef: must be finite and >= 0, got {kl_coef}")
+    _check_tensor("logprobs", logprobs, dim=2)
+    _check_same_shape("logprobs", logprobs, old_logprobs=old_logprobs, response_mask=response_mask)
+    _check_mask(response_mask)
+    selected = response_mask.bool()
+
+    def masked(values: torch.Tensor) -> torch.Tensor:
+        return torch.where(selected, values, torch.zeros((), dtype=values.dtype, device=values.device))
+
+    if isinstance(advantages, torch.Tensor) and advantages.shape == logprobs.shape:
+        advantages = masked(advantages)
     loss = clipped_policy_loss(
-        logprobs, old_logprobs, advantages, clip_low=clip_low, clip_high=clip_high, clip_c=clip_c
+        masked(logprobs), masked(old_logprobs), advantages, clip_low=clip_low, clip_high=clip_high, clip_c=clip_c
     )
     if kl_coef != 0.0:
         if ref_logprobs is None:
             raise ValueError("ref_logprobs: required when kl_coef != 0")
-        loss = loss + kl_coef * kl_divergence(logprobs, ref_logprobs, kl_estimator)
+        _check_same_shape("logprobs", logprobs, ref_logprobs=ref_logprobs)
+        loss = loss + kl_coef * kl_divergence(masked(logprobs), masked(ref_logprobs), kl_estimator)
     return aggregate_tokens(loss, response_mask, aggregation)
 
 

@@ -111,6 +111,8 @@ class RowMap:
 def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence[int]]]) -> PackedBatch:
     """Packs G prompts and their responses: prompts[g] is a token-id sequence (list or 1-D tensor),
     responses[g] a non-empty list of token-id sequences sampled from prompts[g]."""
+    _check_sequence(prompts, "prompts", "token-id sequences")
+    _check_sequence(responses, "responses", "lists of token-id sequences")
     if len(prompts) != len(responses):
         raise ValueError(f"responses: expected one list of responses per prompt ({len(prompts)}), got {len(responses)}")
     if len(prompts) == 0:
@@ -118,8 +120,10 @@ def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[Sequence
     prompt_tokens = [_token_tensor(p, f"prompts[{g}]") for g, p in enumerate(prompts)]
     response_tokens = []
     for g, group in enumerate(responses):
-        if isinstance(group, torch.Tensor) or len(group) == 0:
-            raise ValueError(f"responses[{g}]: expected a non-empty list of token-id sequences")
+        if isinstance(group, torch.Tensor) or not isinstance(group, Sequence) or len(group) == 0:
+            raise ValueError(
+                f"responses[{g}]: expected a non-empty list of token-id sequences, got {type(group).__name__}"
+            )
         response_tokens.append([_token_tensor(r, f"responses[{g}][{i}]") for i, r in enumerate(group)])
     segments = [t for prompt, group in zip(prompt_tokens, response_tokens) for t in (prompt, *group)]
     input_ids = torch.cat(segments)[None, :]
@@ -154,6 +158,7 @@ def pack_rows(
     """
     device = input_ids.device
     input_ids = _check_rows_tensor(input_ids, "input_ids")
+    _check_id_dtype(input_ids, "input_ids")
     attention_mask = _check_rows_tensor(attention_mask, "attention_mask", like=input_ids)
     num_rows, row_length = input_ids.shape
     group_ids = _check_per_row(group_ids, "group_ids", num_rows)
@@ -290,10 +295,18 @@ def _packed_batch(input_ids: torch.Tensor, prompt_lengths: list[int], response_l
     )
 
 
+def _check_sequence(value, name: str, items: str) -> None:
+    """A list or tuple (anything with a length and indexing), not a one-pass iterator."""
+    if isinstance(value, (str, bytes, torch.Tensor)) or not isinstance(value, Sequence):
+        raise TypeError(f"{name}: expected a list or tuple of {items}, got {type(value).__name__}")
+
+
 def _token_tensor(tokens: Sequence[int] | torch.Tensor, name: str) -> torch.Tensor:
+    if isinstance(tokens, Sequence) and not isinstance(tokens, (str, bytes)):
+        _check_python_ids(tokens, name)
     try:
         tensor = torch.as_tensor(tokens)
-    except (TypeError, ValueError, RuntimeError):
+    except (TypeError, ValueError, RuntimeError, OverflowError):
         raise TypeError(f"{name}: expected a sequence of token ids, got {type(tokens).__name__}") from None
     if tensor.dim() != 1 or tensor.numel() == 0:
         raise ValueError(f"{name}: expected a non-empty 1-D sequence of token ids, got shape {tuple(tensor.shape)}")
@@ -301,11 +314,30 @@ def _token_tensor(tokens: Sequence[int] | torch.Tensor, name: str) -> torch.Tens
     return tensor.long().cpu()
 
 
+def _check_python_ids(tokens: Sequence, name: str) -> None:
+    """Python ints must fit the int64 ids are stored as (torch would only say it cannot convert)."""
+    for index, token in enumerate(tokens):
+        if isinstance(token, int) and not isinstance(token, bool) and not -(2**63) <= token < 2**63:
+            raise ValueError(f"{name}[{index}]: token id {token} does not fit in int64 (token ids are int64)")
+
+
+# Unsigned dtypes beyond uint8 have few PyTorch operations (not even min); ids are int64 anyway.
+_UNSUPPORTED_ID_DTYPES = tuple(getattr(torch, name) for name in ("uint16", "uint32", "uint64") if hasattr(torch, name))
+
+
+def _check_id_dtype(tensor: torch.Tensor, name: str) -> None:
+    if tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype == torch.bool:
+        raise ValueError(f"{name}: expected integer token ids, got {tensor.dtype}")
+    if tensor.dtype in _UNSUPPORTED_ID_DTYPES:
+        raise ValueError(f"{name}: token ids of dtype {tensor.dtype} are not supported; pass int64 (or int32) ids")
+    if tensor.device.type == "meta":
+        raise ValueError(f"{name}: a tensor on the meta device holds no token ids")
+
+
 def _check_token_ids(tensor: torch.Tensor, name: str) -> None:
     """Integer ids, none negative: a negative id indexes an embedding from its end or fails on the
     device, far from the call that introduced it."""
-    if tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype == torch.bool:
-        raise ValueError(f"{name}: expected integer token ids, got {tensor.dtype}")
+    _check_id_dtype(tensor, name)
     if tensor.numel() and int(tensor.min()) < 0:
         raise ValueError(f"{name}: token ids must be >= 0, got {int(tensor.min())}")
 

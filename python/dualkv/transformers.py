@@ -12,12 +12,21 @@ runs a decoder on the packed batch. `dualkv_layout` travels to every attention l
 transformers' **kwargs plumbing. Norms, projections, MLPs, MoE routing and RoPE are per token, so
 only attention needs the layout; RoPE gets it through the restarted `position_ids`.
 
+Every other layer that mixes tokens would run over the packed stream as one sequence, so each
+model is checked before its first packed result (`check_token_mixing`, dualkv.token_mixing: a
+behavioural test of every layer, run once per model instance at its first packed forward, and by
+PackedPolicy and the trainer integrations before they wrap the model) and refused with an error
+naming the layers that mix tokens outside the layout (recurrent and convolution layers, attention
+that ignores the mask, ...). A sliding window runs when it covers the batch's longest path
+(prompt plus longest response), where it cuts nothing; a shorter one is refused.
+
 The layout is the mask, so none is built: "dualkv"'s entry in transformers' AttentionMaskInterface
 returns None. That entry is also where a caller's 2-D attention_mask arrives (transformers drops it
 before the attention function): one with a padding zero is refused, since the packed batch has no
 padding to mask. The position ids RoPE used are checked against the layout's once per forward pass:
 without them (or with the N-copy ones) every response would sit after all earlier responses.
-Under torch.compile neither value check runs (both need the values on the host).
+Under torch.compile both value checks run on the device instead (torch._assert_async), in every
+call: a wrong value stops the run there, never silently.
 
 On first use per device, dtype and head shape, the attention operator checks itself against the
 N-copy computation (`dualkv.check.check_attention`, a few milliseconds) and raises if it fails, so
@@ -42,13 +51,26 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface
 
-from . import _gated_deltanet, attention, check
+from . import _gated_deltanet, _model_guard, attention, check, token_mixing
 from ._layout import Layout
 from .distributed import SequenceParallelLayout, ulysses_attention
+from .token_mixing import (
+    LayoutNotReceivedError,
+    UnsupportedModelError,
+    check_token_mixing,
+    mark_token_mixing_checked,
+)
 
-__all__ = ["ATTENTION_NAME", "SELF_CHECK_VARIABLE", "dualkv_attention_forward"]
+__all__ = [
+    "ATTENTION_NAME",
+    "SELF_CHECK_VARIABLE",
+    "UnsupportedModelError",
+    "check_token_mixing",
+    "dualkv_attention_forward",
+    "mark_token_mixing_checked",
+]
 
-ATTENTION_NAME = "dualkv"
+ATTENTION_NAME = token_mixing.ATTENTION_NAME
 SELF_CHECK_VARIABLE = "DUALKV_SELF_CHECK"
 
 
@@ -68,9 +90,12 @@ def dualkv_attention_forward(
     """transformers attention function: query (1, H, T, d), key/value (1, Hk, T, d) in the packed
     order -> (1, T, H, d). Grouped-query attention is native (H % Hk == 0); no K/V repetition."""
     if dualkv_layout is None:
-        raise ValueError(
-            "dualkv_layout: attn_implementation='dualkv' needs the packed layout; call "
-            "model(input_ids=packed.input_ids, position_ids=packed.position_ids, dualkv_layout=packed.layout)"
+        raise LayoutNotReceivedError(
+            f"dualkv_layout: {type(module).__name__} was called without the packed layout, which "
+            "attn_implementation='dualkv' needs; call model(input_ids=packed.input_ids, "
+            "position_ids=packed.position_ids, dualkv_layout=packed.layout) (a model whose layers do not pass the "
+            "call's keyword arguments on to their attention cannot run on dualkv)",
+            module,
         )
     if isinstance(dualkv_layout, SequenceParallelLayout):
         # This rank's position ids are a shard of the stream's; shard_sequence made them, and
@@ -79,9 +104,11 @@ def dualkv_attention_forward(
             raise TypeError(
                 f"dualkv_layout.layout: expected a dualkv.Layout, got {type(dualkv_layout.layout).__name__}"
             )
+        layout = dualkv_layout.layout
     elif isinstance(dualkv_layout, Layout):
         _check_layout_matches_input(query, dualkv_layout)
         _check_position_ids(kwargs.get("position_ids"), dualkv_layout)
+        layout = dualkv_layout
     else:
         raise TypeError(
             f"dualkv_layout: expected a dualkv.Layout or SequenceParallelLayout, got {type(dualkv_layout).__name__}"
@@ -97,8 +124,14 @@ def dualkv_attention_forward(
         raise ValueError(
             f"dropout: attention dropout is not supported by dualkv; got p={dropout} (set attention_dropout=0)"
         )
-    if sliding_window is not None:
-        raise ValueError(f"sliding_window: sliding-window attention is not supported by dualkv; got {sliding_window}")
+    # A window covering every path cuts nothing: the layout's mask is the windowed mask. (The
+    # model check's probe batch is not the caller's: the caller's batch decides.)
+    if sliding_window is not None and sliding_window < layout.longest_path and not token_mixing.probing():
+        raise ValueError(
+            f"sliding_window: a window of {sliding_window} tokens is shorter than this batch's longest path "
+            f"({layout.longest_path} tokens: a prompt and its longest response); dualkv attends over whole paths, so "
+            "it runs sliding-window layers only when the window covers every path"
+        )
     if softcap is not None:
         raise ValueError(f"softcap: logit soft-capping is not supported by dualkv; got {softcap}")
     if kwargs.get("s_aux") is not None:
@@ -188,6 +221,16 @@ def _run_self_check(device: torch.device, dtype: torch.dtype, heads: int, kv_hea
     return outcome["result"]
 
 
+_POSITION_RULE = (
+    "must be the packed layout's positions (prompt 0..P-1, every response restarting at P), "
+    "and position_ids and dualkv_layout must come from one packed batch: "
+    "model(..., position_ids=packed.position_ids, dualkv_layout=packed.layout)"
+)
+_MASK_RULE = (
+    "must be None (or all ones) with attn_implementation='dualkv': the packed layout defines the mask and a "
+    "packed batch has no padding"
+)
+
 # Per layout, the position_ids tensor (weakly) and its version last found equal to the layout's:
 # every layer of one forward pass gets the same tensor, so only the first layer compares values.
 _verified_position_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -206,12 +249,26 @@ def _check_layout_matches_input(query: torch.Tensor, layout: Layout) -> None:
 
 
 def _check_position_ids(position_ids: torch.Tensor | None, layout: Layout) -> None:
+    # The model check (always eager) sees which positions a model uses by default.
+    if not torch.compiler.is_compiling() and token_mixing.positions_unchecked():
+        return
     if position_ids is None:
         raise ValueError(
             "position_ids: this model does not pass position ids to its attention layers, so dualkv cannot check "
             "that its rotary embeddings used the layout's positions"
         )
+    flat = position_ids[0] if position_ids.dim() == 2 and position_ids.shape[0] == 1 else position_ids
     if torch.compiler.is_compiling():
+        # No host values inside a compiled graph: the comparison runs on the device, and a
+        # mismatch fails the run there (an error on the CPU, a device-side assert on CUDA). The
+        # layout's own position ids (computed when the batch was packed) are a plain attribute the
+        # graph reads; its per-device cache would break the graph.
+        expected = layout._position_ids.to(position_ids.device)
+        if flat.shape != expected.shape:
+            raise ValueError(
+                f"position_ids: {_POSITION_RULE}; got shape {tuple(flat.shape)} for {expected.numel()} tokens"
+            )
+        torch._assert_async((flat == expected).all(), f"position_ids: {_POSITION_RULE}")
         return
     # Inference tensors have no version counter, so an in-place change could not be seen: they
     # are compared in every layer.
@@ -220,14 +277,8 @@ def _check_position_ids(position_ids: torch.Tensor | None, layout: Layout) -> No
     if version is not None and verified is not None and verified[0]() is position_ids and verified[1] == version:
         return
     expected = layout._position_ids_on(position_ids.device)
-    flat = position_ids[0] if position_ids.dim() == 2 and position_ids.shape[0] == 1 else position_ids
     if flat.shape != expected.shape or not torch.equal(flat, expected):
-        raise ValueError(
-            "position_ids: must be the packed layout's positions (prompt 0..P-1, every response restarting at P), "
-            "and position_ids and dualkv_layout must come from one packed batch: "
-            "model(..., position_ids=packed.position_ids, dualkv_layout=packed.layout); "
-            f"got {_first_difference(flat, expected)}"
-        )
+        raise ValueError(f"position_ids: {_POSITION_RULE}; got {_first_difference(flat, expected)}")
     if version is not None:
         _verified_position_ids[layout] = (weakref.ref(position_ids), version)
 
@@ -252,14 +303,16 @@ def _refuse_padding_mask(
             "input_ids: must be (1, T), the packed batch as one sequence (packed.input_ids); got "
             f"{batch_size} sequences (a 1-D input_ids of T tokens reads as T sequences of one token)"
         )
-    if attention_mask is not None and not torch.compiler.is_compiling() and not bool(attention_mask.all()):
-        raise ValueError(
-            "attention_mask: must be None (or all ones) with attn_implementation='dualkv': the packed layout "
-            "defines the mask and a packed batch has no padding; got a mask with zeros"
-        )
+    if attention_mask is None:
+        return
+    if torch.compiler.is_compiling():  # checked on the device, as the position ids are
+        torch._assert_async(attention_mask.all(), f"attention_mask: {_MASK_RULE}; got a mask with zeros")
+    elif not bool(attention_mask.all()):
+        raise ValueError(f"attention_mask: {_MASK_RULE}; got a mask with zeros")
 
 
 AttentionInterface.register(ATTENTION_NAME, dualkv_attention_forward)
 AttentionMaskInterface.register(ATTENTION_NAME, _refuse_padding_mask)
 # Qwen3.5, Qwen3.5-MoE, Qwen3-Next: their Gated DeltaNet layers read the layout too.
 _gated_deltanet.install()
+_model_guard.install()

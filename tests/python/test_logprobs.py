@@ -216,6 +216,15 @@ def test_nan_logits_propagate():
     assert torch.isnan(dualkv.response_logprobs(logits, packed)[0, 0])
 
 
+def test_meta_tensors_are_named():
+    packed = dualkv.pack(*_rollouts(14))
+    with pytest.raises(ValueError, match="^logits: a tensor on the meta device holds no values"):
+        dualkv.response_logprobs(torch.empty(1, packed.num_tokens, VOCAB, device="meta"), packed)
+    with pytest.raises(ValueError, match="^hidden_states: a tensor on the meta device holds no values"):
+        hidden = torch.empty(packed.num_tokens, 8, device="meta")
+        dualkv.response_logprobs_from_hidden(hidden, torch.zeros(VOCAB, 8), packed)
+
+
 @pytest.mark.parametrize(
     "call, message",
     [
@@ -245,6 +254,10 @@ def test_bad_arguments_name_the_argument(call, message):
         (lambda p, x: dualkv.response_logprobs(x, p, chunk_rows=True), "chunk_rows"),
         (lambda p, x: dualkv.response_logprobs(x, p, chunk_rows=2.5), "chunk_rows"),
         (lambda p, x: dualkv.response_logprobs(x, p.layout), "packed"),
+        (lambda p, x: dualkv.response_logprobs(x, p, temperature="1.0"), "temperature"),
+        (lambda p, x: dualkv.response_logprobs(x, p, temperature=None), "temperature"),
+        (lambda p, x: dualkv.response_logprobs(x.tolist(), p), "logits"),
+        (lambda p, x: dualkv.response_logprobs_from_hidden(x, x.tolist(), p), "lm_head_weight"),
     ],
 )
 def test_wrong_types_name_the_argument(call, argument):

@@ -159,6 +159,54 @@ def test_group_with_equal_rewards_has_zero_advantage():
     assert torch.equal(got, torch.zeros(4))
 
 
+@pytest.mark.parametrize("eps", [0.0, 1e-6])
+@pytest.mark.parametrize("scale_by_std", [True, False])
+def test_zero_variance_groups_have_exactly_zero_advantage_whatever_eps(eps, scale_by_std):
+    """Three 0.1s average to 0.10000001 in float32: without the equality rule the group would get
+    advantages of +-0.58 (eps=0) instead of 0."""
+    rewards = torch.tensor([0.1, 0.1, 0.1, 0.3, 0.7, 5.0])
+    group_ids = torch.tensor([0, 0, 0, 1, 1, 2])
+    got = losses.group_advantages(rewards, group_ids, eps=eps, scale_by_std=scale_by_std)
+    assert torch.isfinite(got).all()
+    assert torch.equal(got[[0, 1, 2, 5]], torch.zeros(4))
+    expected = torch.tensor([-1.0, 1.0]) * (0.2 if not scale_by_std else 1 / (math.sqrt(0.08) + eps) * 0.2)
+    torch.testing.assert_close(got[3:5], expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_rewards_are_refused_naming_the_group_and_response(bad):
+    rewards = torch.tensor([0.5, 1.0, 0.0, bad, 0.2])
+    group_ids = torch.tensor([4, 7, 4, 7, 4])
+    with pytest.raises(ValueError, match=r"rewards\[3\]: .* is not finite \(response 1 of group 1\)"):
+        losses.group_advantages(rewards, group_ids)
+
+
+def test_masked_positions_never_reach_the_loss_or_its_gradient():
+    """Trainers fill positions past a response's end with anything, -inf log-probs included."""
+    lp, old, ref, adv, mask = _ragged_batch(seed=21)
+    poison = torch.tensor([float("-inf"), float("inf"), float("nan")]).repeat(mask.numel())[: mask.numel()]
+    poison = poison.view_as(mask)
+    results = []
+    for fill in (None, poison):
+        for mode in losses.AGGREGATION_MODES:
+            current = lp.clone().requires_grad_()
+            inputs = [t if fill is None else torch.where(mask, t, fill) for t in (current, old, ref)]
+            per_token_adv = adv[:, None].expand_as(lp) if fill is None else torch.where(mask, adv[:, None], fill)
+            loss = losses.policy_loss(
+                inputs[0], inputs[1], per_token_adv, mask, aggregation=mode, ref_logprobs=inputs[2], kl_coef=0.1
+            )
+            (grad,) = torch.autograd.grad(loss, current)
+            results.append((loss.detach(), grad))
+    clean, poisoned = results[: len(results) // 2], results[len(results) // 2 :]
+    for (loss_a, grad_a), (loss_b, grad_b) in zip(clean, poisoned):
+        assert torch.isfinite(loss_b) and torch.isfinite(grad_b).all()
+        assert torch.equal(loss_a, loss_b) and torch.equal(grad_a, grad_b)
+        assert torch.equal(grad_b[~mask], torch.zeros_like(grad_b[~mask]))
+    values = torch.where(mask, lp, float("nan"))
+    for mode in losses.AGGREGATION_MODES:
+        assert torch.equal(losses.aggregate_tokens(values, mask, mode), losses.aggregate_tokens(lp, mask, mode))
+
+
 def test_gradient_flows_only_through_unclipped_tokens():
     lp, old, _, adv, mask = _ragged_batch(seed=8)
     lp = lp.clone().requires_grad_()

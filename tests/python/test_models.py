@@ -133,6 +133,42 @@ def test_sliding_window_is_refused():
         model(**inputs, dualkv_layout=packed.layout)
 
 
+def _windowed_pair(window):
+    configs = []
+    for _ in range(2):
+        config = CONFIGS["qwen2"]()
+        config.use_sliding_window, config.sliding_window, config.max_window_layers = True, window, 0
+        config.layer_types = ["sliding_attention"] * config.num_hidden_layers
+        configs.append(config)
+    torch.manual_seed(0)
+    reference = AutoModelForCausalLM.from_config(configs[0], attn_implementation="eager")
+    model = AutoModelForCausalLM.from_config(configs[1], attn_implementation="dualkv")
+    model.load_state_dict(reference.state_dict())
+    return model, reference
+
+
+def test_sliding_window_covering_every_path_runs_and_equals_the_ncopy_batch():
+    """SHAPES' longest path is 7 + 5 = 12 tokens: a window of 12 cuts nothing, on either side."""
+    model, reference = _windowed_pair(12)
+    prompts, responses = rollouts(6, SHAPES)
+    packed = dualkv.pack(prompts, responses)
+    assert packed.layout.longest_path == 12
+    logits = model(input_ids=packed.input_ids, position_ids=packed.position_ids, dualkv_layout=packed.layout,
+                   use_cache=False).logits
+    input_ids, attention_mask, _, prompt_lengths = right_padded_rows(prompts, responses)
+    expected = _ncopy_logprobs(reference(input_ids=input_ids, attention_mask=attention_mask).logits, input_ids,
+                               prompt_lengths, attention_mask)
+    torch.testing.assert_close(dualkv.response_logprobs(logits, packed), expected, rtol=0, atol=1e-5)
+
+
+def test_sliding_window_shorter_than_a_path_is_refused_naming_the_window_and_the_path():
+    model, _ = _windowed_pair(11)
+    packed, inputs = _packed_inputs()
+    with pytest.raises(ValueError, match=r"sliding_window: a window of 11 tokens is shorter than this batch's longest "
+                                         r"path \(12 tokens"):
+        model(**inputs, dualkv_layout=packed.layout)
+
+
 def test_attention_dropout_is_refused_in_training():
     config = CONFIGS["llama"]()
     config.attention_dropout = 0.1

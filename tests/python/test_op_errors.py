@@ -164,6 +164,16 @@ def test_backward_with_one_meta_argument_is_an_error_not_uninitialised_memory(on
         torch.ops.dualkv.attention_backward(*arguments.values(), None, False)
 
 
+@pytest.mark.parametrize("argument", ["q", "k", "v"])
+def test_the_python_entry_names_a_meta_tensor(argument, qkv, layout):
+    """torch.ops.dualkv gives shapes on meta tensors (for tracing); dualkv.attention computes values,
+    which a meta tensor does not have."""
+    arguments = dict(zip("qkv", qkv))
+    arguments[argument] = arguments[argument].detach().to("meta")
+    with pytest.raises(ValueError, match=f"^{argument}: a tensor on the meta device holds no values"):
+        dualkv.attention(*arguments.values(), layout)
+
+
 def test_all_meta_tensors_give_shapes_for_tracing(qkv, layout):
     q, k, v = (t.to("meta") for t in qkv)
     out, lse = torch.ops.dualkv.attention_forward(q, k, v, layout.cu_seqlens, layout.parents, None, False)

@@ -233,6 +233,37 @@ def test_pack_rejects_bad_rollouts_naming_the_argument(prompts, responses, messa
         dualkv.pack(prompts, responses)
 
 
+@pytest.mark.parametrize("dtype", ["uint16", "uint32", "uint64"])
+def test_unsigned_token_ids_beyond_uint8_are_refused_naming_the_argument(dtype):
+    ids = torch.tensor([1, 2, 3]).to(getattr(torch, dtype))
+    with pytest.raises(ValueError, match=rf"^prompts\[0\]: token ids of dtype torch.{dtype} are not supported"):
+        dualkv.pack([ids], [[[4]]])
+    rows = torch.tensor([[1, 2, 3, 4]]).to(getattr(torch, dtype))
+    with pytest.raises(ValueError, match=rf"^input_ids: token ids of dtype torch.{dtype} are not supported"):
+        dualkv.pack_rows(rows, torch.ones(1, 4), [0], prompt_lengths=[2])
+
+
+@pytest.mark.parametrize("token", [2**63, 2**64, -(2**63) - 1])
+def test_token_ids_beyond_int64_are_named(token):
+    with pytest.raises(ValueError, match=rf"^responses\[0\]\[1\]\[2\]: token id {token} does not fit in int64"):
+        dualkv.pack([[1, 2]], [[[3], [4, 5, token]]])
+
+
+def test_prompts_and_responses_must_be_sequences_not_iterators():
+    with pytest.raises(TypeError, match="^prompts: expected a list or tuple of token-id sequences, got generator"):
+        dualkv.pack((p for p in [[1, 2]]), [[[3]]])
+    with pytest.raises(TypeError, match="^responses: expected a list or tuple of lists of token-id sequences, got map"):
+        dualkv.pack([[1, 2]], map(list, [[[3]]]))
+    message = r"^responses\[0\]: expected a non-empty list of token-id sequences, got generator"
+    with pytest.raises(ValueError, match=message):
+        dualkv.pack([[1, 2]], [(r for r in [[3]])])
+
+
+def test_meta_token_ids_are_named():
+    with pytest.raises(ValueError, match=r"^prompts\[0\]: a tensor on the meta device holds no token ids"):
+        dualkv.pack([torch.tensor([1, 2], device="meta")], [[[3]]])
+
+
 def test_pack_names_token_lists_that_are_not_sequences():
     with pytest.raises(TypeError, match=r"^responses\[0\]\[0\]: expected a sequence of token ids, got str"):
         dualkv.pack([[1, 2]], [["ab"]])

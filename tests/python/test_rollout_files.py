@@ -51,6 +51,15 @@ def test_a_malformed_group_is_refused_alike_in_both_formats(tmp_path, record, de
         load_parquet(tmp_path / "bad.parquet")
 
 
+@pytest.mark.parametrize("suffix, where", [(".jsonl", r"bad\.jsonl:2"), (".parquet", r"bad\.parquet: row 1")])
+def test_token_ids_outside_the_vocabulary_name_the_file_line_and_vocabulary(tmp_path, suffix, where):
+    write_rollouts(tmp_path / f"bad{suffix}", [GOOD, {"prompt": [1], "responses": [[3], [4, 9]], "rewards": [1, 0]}])
+    load_rollouts(tmp_path / f"bad{suffix}")  # without a vocabulary: no bound
+    detail = r": responses\[1\]\[1\]: token id 9 is outside the model's vocabulary of 9 ids \(0\.\.8\)"
+    with pytest.raises(ValueError, match=where + detail):
+        load_rollouts(tmp_path / f"bad{suffix}", vocab_size=9)
+
+
 def test_a_missing_field_or_column_is_named(tmp_path):
     write_rollouts(tmp_path / "bad.jsonl", [GOOD, {"prompt": [1], "responses": [[3]]}])
     with pytest.raises(ValueError, match=r"bad\.jsonl:2: missing field 'rewards'"):

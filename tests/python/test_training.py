@@ -75,6 +75,11 @@ def test_fsdp2_update_on_two_ranks_equals_whole_batch_update(tmp_path, name):
 def test_bad_configuration_is_a_clear_error():
     with pytest.raises(ValueError, match="aggregation: expected one of"):
         UpdateConfig(100, aggregation="mean")
+    for kl_coef in (-0.01, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="kl_coef: must be finite and >= 0"):
+            UpdateConfig.grpo(100, kl_coef=kl_coef)
+    with pytest.raises(TypeError, match="kl_coef: expected a number, got str"):
+        UpdateConfig(100, kl_coef="0.1")
     lm, _ = models()
     with pytest.raises(ValueError, match="reference: a reference policy is required when kl_coef != 0"):
         policy_update(PackedPolicy(lm), torch.optim.AdamW(lm.parameters()), rollouts(), config(), Parallelism.single())

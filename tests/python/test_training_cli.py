@@ -79,6 +79,64 @@ def test_command_line_names_a_rollout_file_of_unknown_format(tmp_path):
     assert result.returncode == 2 and "--rollouts: expected a file ending in one of" in result.stderr
 
 
+def _run(*flags):
+    return subprocess.run([sys.executable, "-m", "dualkv.training", "--device", "cpu", *flags],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_command_line_exits_nonzero_when_steps_were_skipped():
+    """A learning rate of 1e30 overflows the weights in the first step: the later steps' gradients
+    are not finite, they are skipped, and the run must not report success."""
+    result = _run("--groups", "2", "--responses", "2", "--prompt-length", "8", "--response-length", "2", "4",
+                  "--epochs", "3", "--lr", "1e30", "--dtype", "fp32", "--loss", "dapo")
+    assert result.returncode == 1, result.stderr
+    assert "2 of 3 steps were skipped because their loss or gradient norm was not finite (steps [1, 2])" in (
+        result.stderr
+    )
+    steps = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [s["skipped"] for s in steps] == [False, True, True]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--kl-coef", "nan"], "--kl-coef: must be finite and >= 0, got nan"),
+        (["--kl-coef", "-0.01"], "--kl-coef: must be finite and >= 0, got -0.01"),
+        (["--temperature", "0"], "--temperature: must be finite and > 0, got 0.0"),
+        (["--lr", "inf"], "--lr: must be finite and >= 0, got inf"),
+        (["--max-grad-norm", "nan"], "--max-grad-norm: must be > 0, got nan"),
+    ],
+)
+def test_command_line_refuses_bad_update_settings_naming_the_flag(flags, message, capsys):
+    from dualkv.training.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_status:
+        main(flags)
+    assert exit_status.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_command_line_names_the_file_line_and_vocabulary_of_an_out_of_range_token_id(tmp_path):
+    good = {"prompt": [1, 2], "responses": [[3], [4]], "rewards": [1.0, 0.0]}
+    bad = {"prompt": [1, 2], "responses": [[3, 600]], "rewards": [1.0]}
+    write_rollouts(tmp_path / "rollouts.jsonl", [good, bad])
+    result = _run("--rollouts", str(tmp_path / "rollouts.jsonl"))
+    assert result.returncode != 0
+    assert ("rollouts.jsonl:2: responses[0][1]: token id 600 is outside the model's vocabulary of 512 ids (0..511)"
+            in result.stderr)
+
+
+def test_command_line_refuses_a_model_that_mixes_tokens_outside_the_layout(tmp_path):
+    from sweep_support import model_sweep
+    from transformers import AutoModelForCausalLM
+
+    AutoModelForCausalLM.from_config(model_sweep.tiny_config("mamba")).save_pretrained(tmp_path / "tiny-mamba")
+    result = _run("--model", str(tmp_path / "tiny-mamba"), "--groups", "1", "--responses", "2", "--prompt-length", "4",
+                  "--response-length", "2", "3")
+    assert result.returncode != 0
+    assert "UnsupportedModelError: MambaForCausalLM: dualkv cannot run this model exactly" in result.stderr
+
+
 def test_compare_command_shows_equal_packed_and_ncopy_updates(capsys):
     result = compare.main(["--groups", "2", "--responses", "3", "--prompt-length", "24", "--response-length", "3", "9",
                            "--max-tokens", "40"])

@@ -27,10 +27,11 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .. import transformers as dualkv_transformers
+from ..token_mixing import DISPATCH_PREFIX
 
 __all__ = ["PREFIX", "packed_forward", "use_packed_attention"]
 
-PREFIX = "dualkv_or_"
+PREFIX = DISPATCH_PREFIX
 
 _packed_forward_active = contextvars.ContextVar("dualkv_packed_forward", default=False)
 

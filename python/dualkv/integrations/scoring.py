@@ -22,6 +22,7 @@ from transformers import PreTrainedModel
 from ..distributed import SequenceShard, sharded_response_logprobs_from_hidden
 from ..logprobs import response_logprobs_from_hidden
 from ..packing import PackedBatch
+from ..token_mixing import check_token_mixing
 from .attention import PREFIX, packed_forward
 
 __all__ = ["install_packed_scoring"]
@@ -41,7 +42,12 @@ def install_packed_scoring(model: PreTrainedModel, *, temperature: float = 1.0, 
     """Adds the `dualkv_packed=` entry to `model.forward` (idempotent). `model`'s attention must
     already dispatch packed calls to dualkv (`use_packed_attention`). fp32_lm_head: project in
     fp32 with autocast off (TRL's cast_lm_head_to_fp32). A call may pass dualkv_temperature to
-    override `temperature` (veRL carries it in every micro-batch)."""
+    override `temperature` (veRL carries it in every micro-batch).
+
+    Call it before a trainer wraps the model (FSDP, DDP): it checks here that every layer of the
+    model that mixes tokens keeps to the layout (`dualkv.token_mixing`), which a sharded model
+    cannot be probed for. A model on the meta device is not checked here: check it (or mark it
+    checked) once its weights are loaded, before its first packed call."""
     if getattr(model, "_dualkv_packed_scoring", None) is not None:
         return
     _check_lm_head(model)
@@ -75,6 +81,8 @@ def install_packed_scoring(model: PreTrainedModel, *, temperature: float = 1.0, 
 
     model.forward = types.MethodType(forward, model)
     model._dualkv_packed_scoring = (temperature, fp32_lm_head)
+    if not any(parameter.is_meta for parameter in model.parameters()):
+        check_token_mixing(model)
 
 
 def _score(model: PreTrainedModel, batch: PackedBatch | SequenceShard, temperature: float, fp32_lm_head: bool):

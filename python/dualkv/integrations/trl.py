@@ -16,8 +16,10 @@ padding, as GRPOTrainer's own fused head returns them. Losses, advantages, metri
 
 Rows without a completion token (empty completions; truncated ones under
 mask_truncated_completions, whose completion mask is zeroed) score nothing: their values are 0,
-as in GRPOTrainer. Not supported (a clear error at construction or call): multimodal inputs, the
-MoE load-balancing loss, DeepSpeed ZeRO-3, LM heads with a bias or logit scaling.
+as in GRPOTrainer. Not supported (a clear error at construction or call): models with a layer that
+mixes tokens outside dualkv's layout (`dualkv.token_mixing`: recurrent or convolution layers,
+attention that ignores the layout), multimodal inputs, the MoE load-balancing loss, DeepSpeed
+ZeRO-3, LM heads with a bias or logit scaling.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class DualKVGRPOTrainer(trl.GRPOTrainer):
             if model is not None:
                 model = _transformers_model(self.accelerator.unwrap_model(model))
                 use_packed_attention(model)
+                # Also checks the model's token mixing, before accelerate wraps it.
                 install_packed_scoring(
                     model, temperature=self.temperature, fp32_lm_head=bool(self.args.cast_lm_head_to_fp32)
                 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import sys
 
 import torch
@@ -24,7 +25,9 @@ from .rollouts import ROLLOUT_SUFFIXES, load_rollouts, synthetic_rollouts
 from .step import UpdateConfig, policy_update
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
+    """Runs the updates; returns the exit status: 1 if any step was skipped (a non-finite loss or
+    gradient norm), so that a run that did not train is never reported as a success."""
     args = _parse(argv)
     device = init_distributed(args.device)
     parallel = init_parallelism(args.sp, device)
@@ -32,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.fuse_elementwise:
         fuse_elementwise(lm)
     rollouts = (
-        load_rollouts(args.rollouts)
+        load_rollouts(args.rollouts, vocab_size=lm.get_input_embeddings().num_embeddings)
         if args.rollouts
         else synthetic_rollouts(
             args.groups, args.responses, args.prompt_length, tuple(args.response_length), lm.config.vocab_size, args.seed
@@ -55,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     leader = dist.get_rank() == 0
     log = open(args.metrics_log, "a", encoding="utf-8") if leader and args.metrics_log else None  # noqa: SIM115
     progress = tqdm(total=args.epochs * len(batches), disable=not leader, unit="step", file=sys.stderr)
+    skipped = []
     for epoch in range(args.epochs):
         for index, batch in enumerate(batches):
             if device.type == "cuda":
@@ -66,11 +70,23 @@ def main(argv: list[str] | None = None) -> None:
                 line = json.dumps(record)
                 print(line, file=log, flush=True) if log else tqdm.write(line, file=sys.stdout)
             progress.set_postfix(loss=f"{metrics['loss']:.4g}", grad_norm=f"{metrics['grad_norm']:.3g}")
+            if metrics["skipped"]:
+                skipped.append(progress.n)
             progress.update()
     progress.close()
     if log:
         log.close()
     dist.destroy_process_group()
+    if skipped:
+        if leader:
+            print(
+                f"python -m dualkv.training: {len(skipped)} of {progress.n} steps were skipped because their loss or "
+                f"gradient norm was not finite (steps {skipped[:10]}{' ...' if len(skipped) > 10 else ''}); the policy "
+                "was not updated on them",
+                file=sys.stderr,
+            )
+        return 1
+    return 0
 
 
 def _throughput(metrics: dict, device: torch.device) -> dict:
@@ -115,6 +131,14 @@ def _parse(argv):
     args = parser.parse_args(argv)
     if args.groups_per_step < 1 or args.epochs < 1:
         parser.error("--groups-per-step and --epochs must be >= 1")
+    if args.kl_coef is not None and not (math.isfinite(args.kl_coef) and args.kl_coef >= 0):
+        parser.error(f"--kl-coef: must be finite and >= 0, got {args.kl_coef}")
+    if not (math.isfinite(args.temperature) and args.temperature > 0):
+        parser.error(f"--temperature: must be finite and > 0, got {args.temperature}")
+    if not (math.isfinite(args.lr) and args.lr >= 0):
+        parser.error(f"--lr: must be finite and >= 0, got {args.lr}")
+    if not args.max_grad_norm > 0:  # inf: no clipping
+        parser.error(f"--max-grad-norm: must be > 0, got {args.max_grad_norm}")
     # The format follows the suffix; checked here so a typo fails before the model is built.
     if args.rollouts and not args.rollouts.lower().endswith(ROLLOUT_SUFFIXES):
         parser.error(f"--rollouts: expected a file ending in one of {ROLLOUT_SUFFIXES}, got {args.rollouts!r}")
@@ -122,4 +146,4 @@ def _parse(argv):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

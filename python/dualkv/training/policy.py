@@ -8,18 +8,23 @@ FSDP unit, which is unsharded exactly while this forward runs and again before i
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 
 from ..distributed.logprobs import sharded_response_logprobs_from_hidden
 from ..distributed.sequence import SequenceShard
 from ..logprobs import response_logprobs_from_hidden
 from ..packing import PackedBatch
+from ..token_mixing import check_token_mixing
 
 __all__ = ["PackedPolicy"]
 
 
 class PackedPolicy(torch.nn.Module):
-    """Wraps a transformers causal LM built with attn_implementation="dualkv".
+    """Wraps a transformers causal LM built with attn_implementation="dualkv", whose layers
+    `dualkv.token_mixing.check_token_mixing` accepts (checked here, before any FSDP wrapping).
 
     forward(batch) takes a PackedBatch (the whole packed stream on this rank) or a SequenceShard
     (this rank's rows under sequence parallelism) and returns (logprobs, entropy), each
@@ -32,8 +37,12 @@ class PackedPolicy(torch.nn.Module):
             raise ValueError(
                 "causal_lm: must be built with attn_implementation='dualkv' (import dualkv.transformers first)"
             )
-        if not temperature > 0:
-            raise ValueError(f"temperature: must be > 0, got {temperature}")
+        if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+            raise TypeError(f"temperature: expected a real number, got {type(temperature).__name__}")
+        if not (math.isfinite(temperature) and temperature > 0):
+            raise ValueError(f"temperature: must be finite and > 0, got {temperature}")
+        # Before any sharding wraps it: every layer that mixes tokens must keep to the layout.
+        check_token_mixing(causal_lm)
         self.lm = causal_lm
         self.temperature = temperature
 

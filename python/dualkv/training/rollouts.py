@@ -70,17 +70,19 @@ class TrajectoryGroup:
             )
 
 
-def load_rollouts(path: str | Path) -> list[RolloutGroup]:
-    """Reads a rollout file, its format chosen by its suffix (ROLLOUT_SUFFIXES)."""
+def load_rollouts(path: str | Path, vocab_size: int | None = None) -> list[RolloutGroup]:
+    """Reads a rollout file, its format chosen by its suffix (ROLLOUT_SUFFIXES). vocab_size: the
+    model's vocabulary (its embedding rows); a token id outside it is an error naming the file,
+    the line or row, and the field."""
     suffix = Path(path).suffix.lower()
     if suffix == ".jsonl":
-        return load_jsonl(path)
+        return load_jsonl(path, vocab_size)
     if suffix == ".parquet":
-        return load_parquet(path)
+        return load_parquet(path, vocab_size)
     raise ValueError(f"path: expected a rollout file ending in one of {ROLLOUT_SUFFIXES}, got {str(path)!r}")
 
 
-def load_jsonl(path: str | Path) -> list[RolloutGroup]:
+def load_jsonl(path: str | Path, vocab_size: int | None = None) -> list[RolloutGroup]:
     """Reads one RolloutGroup per non-empty line; an error names the line and the field."""
 
     def records() -> Iterator[tuple[str, object]]:
@@ -94,10 +96,10 @@ def load_jsonl(path: str | Path) -> list[RolloutGroup]:
                     raise ValueError(f"{path}:{number}: not a JSON object ({error})") from None
                 yield f"{path}:{number}", record
 
-    return _groups(path, records())
+    return _groups(path, records(), vocab_size)
 
 
-def load_parquet(path: str | Path) -> list[RolloutGroup]:
+def load_parquet(path: str | Path, vocab_size: int | None = None) -> list[RolloutGroup]:
     """Reads one RolloutGroup per row of a parquet table with the columns prompt (list of ids),
     responses (list of lists of ids) and rewards (list of numbers); extra columns are ignored.
     An error names the row (0-based) and the field; a missing column is named before any row is
@@ -124,7 +126,7 @@ def load_parquet(path: str | Path) -> list[RolloutGroup]:
                 yield f"{path}: row {row}", record
                 row += 1
 
-    return _groups(path, records())
+    return _groups(path, records(), vocab_size)
 
 
 def _check_parquet_schema(path: str | Path, schema) -> None:
@@ -152,9 +154,10 @@ def _check_parquet_schema(path: str | Path, schema) -> None:
             raise ValueError(f"{path}: column {name!r}: expected a {what}, got {arrow_type}")
 
 
-def group_from_record(record: object) -> RolloutGroup:
+def group_from_record(record: object, vocab_size: int | None = None) -> RolloutGroup:
     """A RolloutGroup from a mapping with the fields prompt, responses and rewards (the form both
-    file formats decode to); a ValueError names the field that breaks a rule."""
+    file formats decode to); a ValueError names the field that breaks a rule. vocab_size: token
+    ids must be below it."""
     if not isinstance(record, Mapping):
         raise ValueError(f"expected an object with the fields {FIELDS}, got {type(record).__name__}")
     missing = [name for name in FIELDS if name not in record]
@@ -164,8 +167,8 @@ def group_from_record(record: object) -> RolloutGroup:
     if not _is_list(responses):
         raise ValueError(f"responses: expected a list of lists of token ids, got {type(responses).__name__}")
     return RolloutGroup(
-        _ids(record["prompt"], "prompt"),
-        tuple(_ids(r, f"responses[{i}]") for i, r in enumerate(responses)),
+        _ids(record["prompt"], "prompt", vocab_size),
+        tuple(_ids(r, f"responses[{i}]", vocab_size) for i, r in enumerate(responses)),
         _rewards(record["rewards"]),
     )
 
@@ -205,12 +208,12 @@ def synthetic_rollouts(
     ]
 
 
-def _groups(path: str | Path, records: Iterator[tuple[str, object]]) -> list[RolloutGroup]:
+def _groups(path: str | Path, records: Iterator[tuple[str, object]], vocab_size: int | None) -> list[RolloutGroup]:
     """Every record as a RolloutGroup, an error prefixed with the record's place in the file."""
     groups = []
     for where, record in records:
         try:
-            groups.append(group_from_record(record))
+            groups.append(group_from_record(record, vocab_size))
         except ValueError as error:
             raise ValueError(f"{where}: {error}") from None
     if not groups:
@@ -222,11 +225,17 @@ def _is_list(values: object) -> bool:
     return isinstance(values, Sequence) and not isinstance(values, (str, bytes))
 
 
-def _ids(values: object, name: str) -> tuple[int, ...]:
+def _ids(values: object, name: str, vocab_size: int | None) -> tuple[int, ...]:
     if not _is_list(values):
         raise ValueError(f"{name}: expected a list of token ids, got {type(values).__name__}")
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
         raise ValueError(f"{name}: token ids must be non-negative integers")
+    outside = next((i for i, v in enumerate(values) if vocab_size is not None and v >= vocab_size), None)
+    if outside is not None:
+        raise ValueError(
+            f"{name}[{outside}]: token id {values[outside]} is outside the model's vocabulary of {vocab_size} ids "
+            f"(0..{vocab_size - 1})"
+        )
     return tuple(values)
 
 

@@ -11,7 +11,8 @@ asked, gradient accumulation, global clipping, one optimizer step.
    gradient per GPU meanwhile: 61 GB for Qwen3-30B-A3B).
    The sum of the micro-batch losses over every rank is then exactly the aggregated loss of the
    whole batch, however it was split.
-4. Clip the global gradient norm, step the optimizer (skipped when the norm is not finite).
+4. Clip the global gradient norm, step the optimizer (skipped when the loss or the norm is not
+   finite).
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ class UpdateConfig:
     scale_advantages_by_std: bool = True
 
     def __post_init__(self):
+        if isinstance(self.kl_coef, bool) or not isinstance(self.kl_coef, (int, float)):
+            raise TypeError(f"kl_coef: expected a number, got {type(self.kl_coef).__name__}")
+        if not (math.isfinite(self.kl_coef) and self.kl_coef >= 0):
+            raise ValueError(f"kl_coef: must be finite and >= 0, got {self.kl_coef}")
         if self.aggregation not in losses.AGGREGATION_MODES:
             raise ValueError(f"aggregation: expected one of {losses.AGGREGATION_MODES}, got {self.aggregation!r}")
         if self.kl_estimator not in losses.KL_ESTIMATORS:
@@ -93,9 +98,9 @@ def policy_update(
     batch and takes its share). `reference` is required when config.kl_coef != 0. Returns the
     step's metrics, identical on every rank: loss (the batch's aggregated loss), kl, entropy and
     clip_fraction (token means over the batch; clip_fraction counts tokens whose ratio lies
-    outside the clip range), grad_norm (before clipping), skipped (non-finite norm: no step taken),
-    packed_tokens and ncopy_tokens (the N-copy batch's), micro_steps, split_groups (split trees, for
-    trajectory groups), time_s.
+    outside the clip range), grad_norm (before clipping), skipped (a non-finite loss or gradient
+    norm: no step taken), packed_tokens and ncopy_tokens (the N-copy batch's), micro_steps, split_groups
+    (split trees, for trajectory groups), time_s.
 
     rollouts: prompt groups (RolloutGroup), or groups of multi-turn trajectories (TrajectoryGroup),
     packed into tree layouts."""
@@ -133,22 +138,25 @@ def policy_update(
         if ref is not None:
             kl = losses.kl_divergence(logprobs, ref[step], config.kl_estimator)
             per_token = per_token + config.kl_coef * kl
-        loss = (per_token * totals.weights(mask, config.aggregation)).sum() * weight
+        loss = _masked_sum(per_token, totals.weights(mask, config.aggregation), mask) * weight
         # Data-parallel wrappers average over ranks; the batch-normalised losses need the sum.
         (loss * parallel.dp_size).backward()
         ratio = torch.exp(logprobs.detach() - old[step])
         clipped = ((ratio < 1 - config.clip_low) | (ratio > 1 + clip_high)).float()
         token_mean = totals.weights(mask, "token-mean") * weight
-        sums += torch.stack([loss.detach(), *((x.detach() * token_mean).sum() for x in (kl, entropy, clipped))]).double()
+        sums += torch.stack(
+            [loss.detach(), *(_masked_sum(x.detach(), token_mean, mask) for x in (kl, entropy, clipped))]
+        ).double()
 
     grad_norm = _clip_grad_norm(policy, config.max_grad_norm)
-    skipped = not math.isfinite(grad_norm)
-    if not skipped:
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
     if parallel.dp_group is not None:
         dist.all_reduce(sums, group=parallel.dp_group)  # SP ranks already agree
     loss, kl, entropy, clipped = sums.tolist()
+    # Every rank decides alike: the norm is global and the loss all-reduced.
+    skipped = not (math.isfinite(grad_norm) and math.isfinite(loss))
+    if not skipped:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
     return {
         "loss": loss,
         "kl": kl,
@@ -162,6 +170,12 @@ def policy_update(
         "split_groups": list(plan.split_groups),
         "time_s": time.perf_counter() - start,
     }
+
+
+def _masked_sum(values: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """sum(values * weights) over the masked tokens; the others are selected away, not multiplied
+    by a zero weight, so whatever they hold cannot turn the sum into NaN."""
+    return torch.where(mask, values * weights, 0.0).sum()
 
 
 class _BatchTotals:

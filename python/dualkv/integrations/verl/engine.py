@@ -18,6 +18,7 @@ from verl.utils.ulysses import get_ulysses_sequence_parallel_group
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
 
 from ...distributed import shard_sequence
+from ...token_mixing import mark_token_mixing_checked
 from ..attention import use_packed_attention
 from ..scoring import install_packed_scoring
 from .batch import pack_micro_batch, to_jagged_rows
@@ -73,9 +74,15 @@ class DualKVFSDPEngineWithLMHead(FSDPEngineWithLMHead):
 
 
 def enable_packed_scoring(module):
-    """What the engine does to the HF model it loads, before LoRA and FSDP wrap it."""
+    """What the engine does to the HF model it loads, before LoRA and FSDP wrap it: packed
+    attention and scoring, and the check that every layer mixing tokens keeps to the layout. veRL
+    loads the weights on rank 0 only when it can (the others hold the same model on the meta
+    device until FSDP broadcasts them): rank 0's check stands for all, and a refusal there ends
+    the run."""
     use_packed_attention(module)
-    install_packed_scoring(module)  # the temperature comes with each micro-batch
+    install_packed_scoring(module)  # checks the model; the temperature comes with each micro-batch
+    if any(p.is_meta for p in module.parameters()):
+        mark_token_mixing_checked(module)
     return module
 
 
