@@ -299,10 +299,7 @@ def _refuse_padding_mask(
     forward reaches, so it refuses a batch that is not one packed sequence before the rotary
     embedding or the attention layers fail on it with a message about something else."""
     if batch_size is not None and batch_size != 1:
-        raise ValueError(
-            "input_ids: must be (1, T), the packed batch as one sequence (packed.input_ids); got "
-            f"{batch_size} sequences (a 1-D input_ids of T tokens reads as T sequences of one token)"
-        )
+        raise _model_guard.not_one_sequence(batch_size)
     if attention_mask is None:
         return
     if torch.compiler.is_compiling():  # checked on the device, as the position ids are

@@ -44,13 +44,15 @@ def test_layout_of_another_pack_call_with_as_many_tokens_names_both_arguments():
         model(**_model_inputs(other), dualkv_layout=packed.layout)
 
 
-@pytest.mark.parametrize("position_ids", ["packed", "none"])
+@pytest.mark.parametrize("position_ids", ["packed", "packed 1-D", "none"])
 def test_one_dimensional_input_ids_are_refused_before_transformers_fails_on_them(position_ids):
     model, _ = model_pair("qwen3")
     packed = _packed()
     inputs = dict(input_ids=packed.input_ids[0], use_cache=False, dualkv_layout=packed.layout)
     if position_ids == "packed":
         inputs["position_ids"] = packed.position_ids
+    if position_ids == "packed 1-D":  # transformers' mask preprocessing fails on these before dualkv's mask builder
+        inputs["position_ids"] = packed.position_ids[0]
     message = re.escape(
         "input_ids: must be (1, T), the packed batch as one sequence (packed.input_ids); "
         f"got {packed.num_tokens} sequences"
