@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """One step-benchmark report from several runs of bench/run_step_bench.py, each of its own (P, N):
-a GPU call is limited in time, so the grid runs one configuration per call, each with its own --out.
+the whole grid takes hours, so it can run one configuration per invocation, each with its own
+--out, and be merged here.
 
     python3 bench/merge_step_results.py build/step/*/ --out build/step-merged
 

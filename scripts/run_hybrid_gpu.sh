@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a GPU machine without network: the hybrid models (Qwen3.5, Qwen3.5-MoE, Qwen3-Next) on CUDA,
-# their GPU tests and benchmarks. One step per call (each fits a device call's 10 minutes):
+# their GPU tests and benchmarks, one step per command (each runs in under 10 minutes):
 #
 #   bash scripts/run_hybrid_gpu.sh stage          # collect the carried wheel parts (see below)
 #   bash scripts/run_hybrid_gpu.sh install        # join and install them into build/hybrid-site
@@ -8,18 +8,17 @@
 #   bash scripts/run_hybrid_gpu.sh layer-bench [bench/run_recurrent_bench.py flags]
 #   bash scripts/run_hybrid_gpu.sh step-bench  [bench/run_step_bench.py flags]   # default --model qwen3.5-9b
 #
-# What the machine needs, all git-ignored, carried beside the checkout:
+# What the machine needs, all git-ignored, copied beside the checkout:
 #   .whl-hybrid/   scripts/fetch_hybrid_wheels.sh: flash-linear-attention and fla-core (1.5 MB) and
-#                  Triton 3.7.1 split into parts (about 40 MiB each; a call carries 64 MiB at most).
-#                  Carry one part per call and run `stage` in each: build/hybrid-wheels, which the
-#                  machine keeps between calls while it stays warm, collects them; `install` checks
-#                  the joined file's hash.
+#                  Triton 3.7.1 split into parts (about 40 MiB each, for transfers capped at 64 MiB).
+#                  Copy the parts over and run `stage` after each copy: build/hybrid-wheels
+#                  collects them; `install` checks the joined file's hash.
 #   .cutlass/      the CuTe/CUTLASS headers, for `tests` (the extension's CUDA build).
 #   .whl/          optional, scripts/fetch_fa4_wheels.sh: FlashAttention-4 for the fa4_ncopy method.
 # Python path: build/hybrid-site (Triton 3.7.1 ahead of the image's 3.6, flash-linear-attention),
 # then DUALKV_SITE (default /tmp/pysite, where `tests` builds dualkv; DUALKV_SKIP_BUILD=1 reuses it).
-# Triton's kernel and autotuning caches go to build/triton-cache, kept between calls.
-# Logs and results go to $OUT (the device tool's output folder) or build/hybrid-gpu-results.
+# Triton's kernel and autotuning caches go to build/triton-cache, kept between steps.
+# Logs and results go to $OUT when it is set, else build/hybrid-gpu-results.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 results=${OUT:-$root/build/hybrid-gpu-results}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compresses a wheel for carrying to the lent GPU machine: SRC.whl -> DEST (xz), which Python's lzma
+# Compresses a wheel for copying to a GPU machine without network: SRC.whl -> DEST (xz), which Python's lzma
 # decodes there (no xz binary needed on that machine).
 #
 #   scripts/xz_wheel.sh SRC.whl DEST.xz
