@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM
 
 import dualkv
 import dualkv.transformers
-from dualkv import token_mixing
+from dualkv import _model_guard, token_mixing
 from dualkv.token_mixing import UnsupportedModelError, check_token_mixing
 
 
@@ -164,8 +164,11 @@ def test_moe_and_dense_models_pass_and_are_checked_once():
         model, _ = model_pair(name)
         check_token_mixing(model)
         assert token_mixing.is_checked(model) and token_mixing.is_checked(model.model)
-        # The guard of the first packed forward is gone: a compiled model needs no graph break.
-        assert not any(module._forward_pre_hooks for module in model.modules())
+        # The guard of the first packed forward is gone (a compiled model needs no graph break for
+        # it); what stays is the shape check of packed input_ids, plain Python on static shapes.
+        hooks = [hook for module in model.modules() for hook in module._forward_pre_hooks.values()]
+        assert token_mixing._check_before_packed_forward not in hooks
+        assert set(hooks) == {_model_guard._refuse_unbatched_input_ids}
 
 
 def test_the_check_can_be_skipped_by_name(monkeypatch):
