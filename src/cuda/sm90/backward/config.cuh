@@ -2,10 +2,8 @@
 // tile shape from tile_shape.h, the warpgroup MMAs, the shared-memory layouts the TMA writes and
 // the wgmma reads, and the shared storage.
 //
-// 16-bit tiles of d-element rows (K, V, Q, dO) are stored as d / 64 panels of 64-element (128-byte)
-// rows with the 128-byte swizzle: what one TMA box {64, 1, rows} writes, and GMMA's K-major SW128
-// atom. A GEMM that needs the same tile with the other dimension contracted reads the same bytes
-// through the MN-major SW128 atom (the forward's V trick), so nothing is transposed in memory:
+// K, V, Q and dO are stored as in config_common.cuh; each GEMM reads them K-major or MN-major, so
+// nothing is transposed in memory:
 //   S^T  = K Q^T    (keys x queries, k = d):       A = K  K-major, B = Q  K-major
 //   dP^T = V dO^T   (keys x queries, k = d):       A = V  K-major, B = dO K-major
 //   dV  += P^T dO   (keys x d, k = queries):       A = P^T registers, B = dO MN-major
@@ -17,32 +15,31 @@
 #pragma once
 
 #include <cute/tensor.hpp>
-#include <cutlass/pipeline/sm90_pipeline.hpp>
 
-#include "cuda/sm90/backward/tile_shape.h"
-#include "host/backward_plan.h"
+#include "cuda/sm90/backward/config_common.cuh"
 
 namespace dualkv::detail::sm90 {
 
-template <typename Element_, int kHeadDim_>
-struct BackwardConfig {
-  using Element = Element_;
-  static constexpr int kHeadDim = kHeadDim_;
-  static constexpr BackwardTileShape kShape = *find_backward_tile_shape(kHeadDim);
-  static_assert(kShape.split == BackwardSplit::kKeys);
-  static constexpr int kBlockN = kShape.block_n;
-  static constexpr int kBlockM = kShape.block_m;
-  static constexpr int kStages = kShape.stages;
-  static constexpr int kConsumerWarpgroups = kBlockN / 64;
-  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
-  static constexpr int kThreads = 128 + kConsumerThreads;  // warpgroup 0 produces
-  static constexpr int kPanelColumns = 64;                 // 16-bit elements per 128-byte TMA box row
-  static constexpr int kPanels = kHeadDim / kPanelColumns;
-  static_assert(kConsumerWarpgroups == 2, "the register budget below is for two consumer warpgroups");
-  static_assert(kHeadDim % kPanelColumns == 0 && kBlockM % 64 == 0);
+// Each consumer warpgroup owns 64 keys of the tile.
+template <typename Element, int kHeadDim>
+using KeySplitCommon = BackwardConfigCommon<Element, kHeadDim, find_backward_tile_shape(kHeadDim)->block_n / 64>;
 
-  static constexpr int kProducerRegisters = 24;
-  static constexpr int kConsumerRegisters = 240;
+template <typename Element_, int kHeadDim_>
+struct BackwardConfig : KeySplitCommon<Element_, kHeadDim_> {
+  using Common = KeySplitCommon<Element_, kHeadDim_>;
+  using Common::kBlockM;
+  using Common::kBlockN;
+  using Common::kConsumerWarpgroups;
+  using Common::kHeadDim;
+  using Common::kShape;
+  using Common::kStages;
+  using Common::kStatsFloats;
+  using typename Common::Element;
+  using typename Common::Pipeline;
+  using typename Common::SmemLayoutKey;
+  using typename Common::SmemLayoutQuery;
+  static_assert(kShape.split == BackwardSplit::kKeys && kBlockN == 64 * kConsumerWarpgroups);
+  static_assert(kBlockM % 64 == 0);
 
   // dQ blocks of 64 x 64 per warpgroup: along rows when a step has 2 x 64 queries, else columns.
   static constexpr int kDqWarpgroupsAlongM = kBlockM / 64;
@@ -69,22 +66,6 @@ struct BackwardConfig {
                                  cute::GMMA::Major::MN, cute::GMMA::Major::MN>(),
       cute::Layout<cute::Shape<cute::Int<kDqWarpgroupsAlongM>, cute::Int<kDqWarpgroupsAlongN>, cute::_1>>{}));
 
-  // (keys, d): K and V as the A operand of S^T and dP^T.
-  using SmemLayoutKey = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<Element>{},
-                                                     cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}));
-  // (d, keys): the same bytes as K, the B operand of dQ.
-  using SmemLayoutKeyT = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
-                                                      cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{},
-                                                      cute::Step<cute::_2, cute::_1>{}));
-  // (queries, d, stage): Q and dO as the B operand of S^T and dP^T.
-  using SmemLayoutQuery =
-      decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<Element>{},
-                                   cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>, cute::Int<kStages>>{}));
-  // (d, queries, stage): the same bytes, the B operand of dK and dV.
-  using SmemLayoutQueryT =
-      decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
-                                   cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockM>, cute::Int<kStages>>{},
-                                   cute::Step<cute::_2, cute::_1, cute::_3>{}));
   // (queries, keys, stage): dS as the A operand of dQ, queries contiguous; the dS^T accumulator is
   // stored into it by stmatrix (ds_store.cuh).
   using SmemLayoutDs =
@@ -98,12 +79,6 @@ struct BackwardConfig {
   // head_dim 128 keeps per-thread descriptors: uniform ones measured 1-4% slower there
   // (docs/performance.md, "Tried and dropped").
   static constexpr bool kLeanIndexRegisters = kBlockM == 128;
-
-  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
-  // LSE and D of a step: block_m floats at any token, bulk-copied from the 16-byte aligned start
-  // at or before it, so up to 3 floats more.
-  static constexpr int kStatsFloats = kBlockM + 4;
-  static_assert(kStatsFloats <= kStatsReadSlack, "the workspace's stats slack covers one copy past the last row");
 
   struct SharedStorage {
     alignas(1024) Element k[cute::cosize_v<SmemLayoutKey>];
@@ -121,9 +96,6 @@ struct BackwardConfig {
   // The dynamic shared-memory base is rounded up to 1024 bytes (the SW128 pattern's period).
   static constexpr size_t kSmemBytes = sizeof(SharedStorage) + 1024;
   static_assert(sizeof(SharedStorage) <= backward_tile_bytes(kShape) + 1024, "tile_shape.h and the storage disagree");
-
-  static constexpr uint32_t kQueryStageBytes = kBlockM * kHeadDim * sizeof(Element) + kStatsFloats * sizeof(float);
-  static constexpr uint32_t kKeyValueBytes = 2 * kBlockN * kHeadDim * sizeof(Element);
 };
 
 }  // namespace dualkv::detail::sm90

@@ -14,39 +14,35 @@
 // P^T and dS^T go through shared memory because each warpgroup's dV and dK contract over all 64
 // queries. The (keys, queries) K-major SW128 tile of dS^T is byte for byte the (queries, keys)
 // MN-major SW128 tile the dQ GEMM reads as dS (64 queries: one atom wide), so nothing is transposed.
-// 16-bit tiles of d-element rows (K, V, Q, dO) are d / 64 panels of 128-byte swizzled rows, as in
-// config.cuh.
+// K, V, Q and dO are stored as in config_common.cuh.
 #pragma once
 
 #include <cute/tensor.hpp>
-#include <cutlass/pipeline/sm90_pipeline.hpp>
 
-#include "cuda/sm90/backward/tile_shape.h"
-#include "host/backward_plan.h"
+#include "cuda/sm90/backward/config_common.cuh"
 
 namespace dualkv::detail::sm90 {
 
 template <typename Element_, int kHeadDim_>
-struct SplitDimBackwardConfig {
-  using Element = Element_;
-  static constexpr int kHeadDim = kHeadDim_;
-  static constexpr BackwardTileShape kShape = *find_backward_tile_shape(kHeadDim);
+struct SplitDimBackwardConfig : BackwardConfigCommon<Element_, kHeadDim_, 2> {
+  using Common = BackwardConfigCommon<Element_, kHeadDim_, 2>;
+  using Common::kBlockM;
+  using Common::kBlockN;
+  using Common::kConsumerWarpgroups;
+  using Common::kHeadDim;
+  using Common::kPanelColumns;
+  using Common::kShape;
+  using Common::kStages;
+  using Common::kStatsFloats;
+  using typename Common::Element;
+  using typename Common::Pipeline;
+  using typename Common::SmemLayoutKey;
+  using typename Common::SmemLayoutQuery;
   static_assert(kShape.split == BackwardSplit::kHeadDim);
-  static constexpr int kBlockN = kShape.block_n;
-  static constexpr int kBlockM = kShape.block_m;
-  static constexpr int kStages = kShape.stages;
-  static constexpr int kConsumerWarpgroups = 2;
-  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
-  static constexpr int kThreads = 128 + kConsumerThreads;  // warpgroup 0 produces
-  static constexpr int kPanelColumns = 64;                 // 16-bit elements per 128-byte TMA box row
-  static constexpr int kPanels = kHeadDim / kPanelColumns;
   static constexpr int kColumnsPerWarpgroup = kHeadDim / kConsumerWarpgroups;
   static constexpr int kQueriesPerWarpgroup = kBlockM / kConsumerWarpgroups;
   static_assert(kBlockN == 64 && kBlockM == 64, "one wgmma M of keys and one SW128 atom of queries");
   static_assert(kHeadDim % (kPanelColumns * kConsumerWarpgroups) == 0);
-
-  static constexpr int kProducerRegisters = 24;
-  static constexpr int kConsumerRegisters = 240;
 
   // The dQ accumulator's 64 x 64 blocks (dq_accumulator.h) lie side by side along the columns:
   // block b holds columns [64 b, 64 b + 64), and warpgroup w adds blocks 2 w and 2 w + 1.
@@ -70,22 +66,6 @@ struct SplitDimBackwardConfig {
                                  cute::GMMA::Major::MN, cute::GMMA::Major::MN>(),
       WarpgroupsAlongN{}));
 
-  // (keys, d): K and V as the A operand of S^T and dP^T.
-  using SmemLayoutKey = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<Element>{},
-                                                     cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}));
-  // (d, keys): the same bytes as K, the B operand of dQ.
-  using SmemLayoutKeyT = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
-                                                      cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{},
-                                                      cute::Step<cute::_2, cute::_1>{}));
-  // (queries, d, stage): Q and dO as the B operand of S^T and dP^T.
-  using SmemLayoutQuery =
-      decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<Element>{},
-                                   cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>, cute::Int<kStages>>{}));
-  // (d, queries, stage): the same bytes, the B operand of dK and dV.
-  using SmemLayoutQueryT =
-      decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
-                                   cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockM>, cute::Int<kStages>>{},
-                                   cute::Step<cute::_2, cute::_1, cute::_3>{}));
   // (keys, queries, stage): P^T and dS^T as the A operand of dV and dK, queries contiguous.
   using SmemLayoutScoresT =
       decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<Element>{},
@@ -94,12 +74,6 @@ struct SplitDimBackwardConfig {
   using SmemLayoutScores =
       decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
                                    cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>, cute::Int<kStages>>{}));
-
-  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
-  // LSE and D of a step: block_m floats at any token, bulk-copied from the 16-byte aligned start
-  // at or before it, so up to 3 floats more.
-  static constexpr int kStatsFloats = kBlockM + 4;
-  static_assert(kStatsFloats <= kStatsReadSlack, "the workspace's stats slack covers one copy past the last row");
 
   struct SharedStorage {
     alignas(1024) Element k[cute::cosize_v<SmemLayoutKey>];
@@ -117,9 +91,6 @@ struct SplitDimBackwardConfig {
   // The dynamic shared-memory base is rounded up to 1024 bytes (the SW128 pattern's period).
   static constexpr size_t kSmemBytes = sizeof(SharedStorage) + 1024;
   static_assert(sizeof(SharedStorage) <= backward_tile_bytes(kShape) + 1024, "tile_shape.h and the storage disagree");
-
-  static constexpr uint32_t kQueryStageBytes = kBlockM * kHeadDim * sizeof(Element) + kStatsFloats * sizeof(float);
-  static constexpr uint32_t kKeyValueBytes = 2 * kBlockN * kHeadDim * sizeof(Element);
 };
 
 }  // namespace dualkv::detail::sm90
