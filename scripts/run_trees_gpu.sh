@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tree layouts on one H100/H200 in one device session: the GPU suite's tree cases (both kernel
-# families, fp16/bf16, head dims 64 and 128, both backward modes) and their sanitizer runs, the
+# families, fp16/bf16, head dims 64, 128 and 256, both backward modes) and their sanitizer runs, the
 # Python tree tests through the CUDA kernels, then the tree benchmark (attention and the Qwen3-8B
 # step). Every log and result goes to $OUT when it is set, else build/trees-gpu.
 #

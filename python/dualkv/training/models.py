@@ -1,9 +1,9 @@
 """Named model shapes for runs without a checkpoint (random weights): tiny Qwen3, Qwen3-MoE and
 hybrid (Qwen3.5, Qwen3.5-MoE, Qwen3-Next: Gated DeltaNet and gated attention) models that run in
 seconds on a CPU, and Qwen3-8B's, Qwen3-30B-A3B's, Qwen3.5's and Qwen3.5-MoE's architectures for
-benchmarks. The tiny models and the Qwen3 ones have head dim 64 or 128, which the compiled CUDA
-attention kernels cover; the Qwen3.5 ones have its head dim 256. The hybrid models need
-flash-linear-attention on CUDA (pip install 'dualkv[hybrid]')."""
+benchmarks. The tiny models and the Qwen3 ones have head dim 64 or 128, the Qwen3.5 ones 256: all
+three are compiled CUDA attention kernels. The hybrid models need flash-linear-attention on CUDA
+(pip install 'dualkv[hybrid]')."""
 
 from __future__ import annotations
 
