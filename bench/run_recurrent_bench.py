@@ -24,7 +24,7 @@ import argparse
 import json
 import pathlib
 import statistics
-import time
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +32,9 @@ import torch.nn.functional as F
 import dualkv
 from dualkv.recurrent import RecurrentPlan, causal_conv1d, gated_delta_rule, warm_up_fla
 from dualkv.training import synthetic_rollouts
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from wall_clock import time_repeats  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
@@ -91,22 +94,9 @@ def _time_layer(plan: RecurrentPlan, args, dtype, device) -> dict:
         out.backward(grad)
 
     step()
-    _synchronize(device)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        step()
-        _synchronize(device)
-        times.append((time.perf_counter() - start) * 1e3)
-    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+    seconds, _, peak = time_repeats(step, args.repeats, device)
+    times = [s * 1e3 for s in seconds]
     return {"ms": statistics.median(times), "ms_all": times, "peak_memory_gib": peak}
-
-
-def _synchronize(device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _format(entry: dict) -> str:

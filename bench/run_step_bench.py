@@ -58,7 +58,6 @@ import pathlib
 import platform
 import statistics
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -78,12 +77,12 @@ from dualkv.training.parallel import init_distributed
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import step_report  # noqa: E402
 import step_workload as work  # noqa: E402
+from wall_clock import GIB, synchronize, time_repeats  # noqa: E402
 
 METHODS = ("dualkv", "flash_ncopy", "fa4_ncopy", "flex_packed", "flex_fa4")
 DEFAULT_METHODS = ("dualkv", "flash_ncopy", "flex_packed", "flex_fa4")  # fa4_ncopy on request (--methods)
 NCOPY_METHODS = ("flash_ncopy", "fa4_ncopy")
 FA4_METHODS = ("fa4_ncopy", "flex_fa4")
-GIB = 2**30
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -234,16 +233,8 @@ def _timed_steps(policy, micro_batches, advantages: dict, args, device) -> tuple
     ones: their times and the last one's old log-probs. Peak memory counts from after the warmup."""
     for _ in range(args.warmup):
         _step(policy, micro_batches[: args.warmup_micro_batches], advantages)
-    _synchronize(device)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    times, logprobs = [], None
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        logprobs = _step(policy, micro_batches, advantages)
-        _synchronize(device)
-        times.append(time.perf_counter() - start)
-    return times, logprobs
+    times, logprobs, _ = time_repeats(lambda: _step(policy, micro_batches, advantages), args.repeats, device)
+    return times, logprobs[-1]
 
 
 def _rank_input(batch: dualkv.PackedBatch, sequence_group) -> dualkv.PackedBatch | SequenceShard:
@@ -299,7 +290,7 @@ def _largest_fit(policy, split, groups, args, device) -> int:
         try:
             batches = [(b.to(device), ids) for b, ids in split(needed, size)[:count]]
             _step(policy, batches, advantages)
-            _synchronize(device)
+            synchronize(device)
         except torch.OutOfMemoryError:
             fits = False
         batches = None
@@ -333,11 +324,6 @@ def _free(device) -> None:
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-
-
-def _synchronize(device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _max_over_ranks(value: float, device) -> float:

@@ -58,9 +58,9 @@ from dualkv.training.models import model_config
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import tree_workload as work  # noqa: E402
+from wall_clock import GIB, time_repeats  # noqa: E402
 
 METHODS = ("dualkv", "flash_ncopy", "flex_triton", "flex_fa4")
-GIB = 2**30
 
 
 def main(argv=None) -> dict:
@@ -358,17 +358,10 @@ def step_part(args, methods, trajectories, packed, ncopy, device, dtype) -> dict
 def _timed_steps(policy, batch, advantages, args, device):
     """--warmup steps, then --repeats timed ones: their seconds, the last one's old log-probs, and
     the peak memory of the timed ones (GiB; None on a CPU)."""
-    results = [_step(policy, batch, advantages) for _ in range(args.warmup)]
-    _synchronize(device)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        results.append(_step(policy, batch, advantages))
-        _synchronize(device)
-        times.append(time.perf_counter() - start)
-    return times, results[-1], torch.cuda.max_memory_allocated(device) / GIB if device.type == "cuda" else None
+    for _ in range(args.warmup):
+        _step(policy, batch, advantages)
+    times, results, peak = time_repeats(lambda: _step(policy, batch, advantages), args.repeats, device)
+    return times, results[-1], peak
 
 
 def _step(policy, batch, advantages) -> torch.Tensor:
@@ -382,11 +375,6 @@ def _step(policy, batch, advantages) -> torch.Tensor:
     loss.backward()
     policy.zero_grad(set_to_none=True)
     return old[batch.response_mask].float()
-
-
-def _synchronize(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _free(device):
