@@ -112,6 +112,10 @@ def main(argv: list[str] | None = None) -> dict:
                                      sequence_group=parallel.sp_group if args.sp > 1 else None)
                 _add_rates(result, counts, config, peak, world)
                 entry["methods"][method] = result
+                if rank == 0:  # progress: a run stopped later still shows the methods done
+                    print(f"P={p} N={n} {method}: {result['status']}, step {result.get('step_s', float('nan')):.3f} s, "
+                          f"micro-batch {result.get('micro_batch')}, peak {result.get('peak_memory_gib') or 0:.1f} GiB",
+                          flush=True)
             logprobs = {m: r.pop("logprobs") for m, r in entry["methods"].items() if "logprobs" in r}
             if (p, n) == (args.prompt_lengths[0], args.responses[0]) and "dualkv" in logprobs:
                 for method, values in logprobs.items():

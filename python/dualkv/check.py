@@ -23,8 +23,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import inspect
 import math
 import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -251,12 +253,14 @@ def _ncopy_model_logprobs(model, prompts, responses, device) -> torch.Tensor:
     """Log-probs of every response token, one [prompt; response] sequence at a time, in packing order."""
     model_device = next(model.parameters()).device
     result = []
-    for prompt, group in zip(prompts, responses):
-        for response in group:
-            ids = torch.tensor([prompt + response], device=model_device)
-            logits = model(input_ids=ids, use_cache=False).logits[0].float()
-            scores = torch.log_softmax(logits[len(prompt) - 1 : -1], dim=-1)
-            result.append(scores.gather(1, ids[0, len(prompt) :, None])[:, 0])
+    on_cpu = _transformers_pytorch_functions(model) if model_device.type == "cpu" else contextlib.nullcontext()
+    with on_cpu:
+        for prompt, group in zip(prompts, responses):
+            for response in group:
+                ids = torch.tensor([prompt + response], device=model_device)
+                logits = model(input_ids=ids, use_cache=False).logits[0].float()
+                scores = torch.log_softmax(logits[len(prompt) - 1 : -1], dim=-1)
+                result.append(scores.gather(1, ids[0, len(prompt) :, None])[:, 0])
     return torch.cat(result).to(device)
 
 
@@ -268,6 +272,38 @@ def _relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     actual, expected = actual.detach().double().cpu(), expected.detach().double().cpu()
     error = float((actual - expected).norm() / expected.norm().clamp(min=1e-30))
     return error if math.isfinite(error) else math.nan
+
+
+@contextlib.contextmanager
+def _transformers_pytorch_functions(model: torch.nn.Module):
+    """Runs `model` on transformers' own PyTorch functions. Where flash-linear-attention (or
+    causal-conv1d) is installed, transformers binds its kernels in their place at import, for every
+    device, and those are Triton kernels for CUDA tensors: the CPU reference would fail. The bound
+    names are wrappers whose `__wrapped__` is the PyTorch function, called as the wrappers call their
+    implementation (keywords it does not take dropped); they are restored on exit."""
+    replaced = []
+    for module in {sys.modules[type(layer).__module__] for layer in model.modules()}:
+        for name, value in list(vars(module).items()):
+            if isinstance(value, types.FunctionType) and inspect.unwrap(value) is not value:
+                replaced.append((module, name, value))
+                setattr(module, name, _taking_known_keywords(inspect.unwrap(value)))
+    try:
+        yield
+    finally:
+        for module, name, value in replaced:
+            setattr(module, name, value)
+
+
+def _taking_known_keywords(function: Callable) -> Callable:
+    parameters = inspect.signature(function).parameters
+    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()):
+        return function
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        return function(*args, **{name: value for name, value in kwargs.items() if name in parameters})
+
+    return call
 
 
 @contextlib.contextmanager

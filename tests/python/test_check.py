@@ -2,6 +2,7 @@
 first use."""
 
 import functools
+import inspect
 import subprocess
 import sys
 
@@ -78,6 +79,27 @@ def test_a_recurrence_across_responses_fails_the_hybrid_model_check(monkeypatch)
     result = check.check_model("cpu", model="qwen3.5")
     assert not result.passed
     assert "FAIL" in result.report() and "Qwen3.5" in result.report()
+
+
+def test_cpu_models_of_the_check_run_transformers_pytorch_functions(monkeypatch):
+    """With flash-linear-attention installed, transformers binds its Triton kernels in place of its
+    PyTorch functions for every device; on CPU tensors they fail. The check's CPU models (the
+    float32 reference always) must run the PyTorch functions, and leave the binding as it was."""
+    from transformers.models.qwen3_5 import modeling_qwen3_5
+
+    pytorch_function = inspect.unwrap(modeling_qwen3_5.torch_chunk_gated_delta_rule)
+
+    @functools.wraps(pytorch_function)
+    def cuda_only_kernel(query, *args, **kwargs):
+        if query.device.type == "cpu":
+            raise ValueError("Pointer argument cannot be accessed from Triton (cpu tensor?)")
+        return pytorch_function(query, *args, **kwargs)
+
+    # As bound with the package installed: dualkv's layout-aware function around the kernel.
+    bound = _gated_deltanet._layout_aware(cuda_only_kernel, _gated_deltanet._packed_rule, "Qwen3_5GatedDeltaNet")
+    monkeypatch.setattr(modeling_qwen3_5, "torch_chunk_gated_delta_rule", bound)
+    assert check.check_model("cpu", model="qwen3.5").passed
+    assert modeling_qwen3_5.torch_chunk_gated_delta_rule is bound
 
 
 def test_a_hybrid_model_that_cannot_run_is_reported_not_failed(monkeypatch, capsys):
