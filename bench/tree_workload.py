@@ -109,14 +109,38 @@ def visible_pairs(layout: dualkv.Layout) -> int:
     return sum(n * b + n * (n + 1) // 2 for n, b in zip(lengths, begins))
 
 
+def subtree_ends(layout: dualkv.Layout) -> list[int] | None:
+    """end[s]: one past the last segment of s's subtree when every subtree is a contiguous run of
+    segments starting at its root (pre-order, as pack_trajectories packs its trie); else None."""
+    parents = layout.parents.tolist()
+    end, size = list(range(1, len(parents) + 1)), [1] * len(parents)
+    for s in reversed(range(len(parents))):  # children follow their parent: sizes bottom-up
+        if parents[s] >= 0:
+            end[parents[s]] = max(end[parents[s]], end[s])
+            size[parents[s]] += size[s]
+    return end if all(end[s] - s == size[s] for s in range(len(parents))) else None
+
+
 def flex_tree_block_mask(layout: dualkv.Layout, device):
-    """The tree's visibility rule as a FlexAttention block mask over the packed stream."""
+    """The tree's visibility rule as a FlexAttention block mask over the packed stream. In
+    pre-order, segment a is an ancestor of (or is) s iff a <= s < end[a]: the rule then reads only
+    per-token int32 tables at q and k, as the two-level rule does. FlexAttention's FlashAttention-4
+    backend refuses the general form's (S, S) table indexed by loaded segment ids ("store Int64 to
+    Tensor with element type Int32"), which is kept for layouts not in pre-order."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    segment = layout.segment_ids.to(device)
-    seen = ancestors(layout).to(device)
+    segment = layout.segment_ids.to(device, torch.int32)
+    ends = subtree_ends(layout)
+    if ends is not None:
+        end_of_token = torch.tensor(ends, dtype=torch.int32, device=device)[segment.long()]
 
-    def visible(batch, head, q, k):
-        return (k <= q) & seen[segment[q], segment[k]]
+        def visible(batch, head, q, k):
+            return (k <= q) & (segment[k] <= segment[q]) & (segment[q] < end_of_token[k])
+
+    else:
+        seen = ancestors(layout).to(device)
+
+        def visible(batch, head, q, k):
+            return (k <= q) & seen[segment[q], segment[k]]
 
     return create_block_mask(visible, None, None, layout.num_tokens, layout.num_tokens, device=device)

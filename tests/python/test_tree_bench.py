@@ -3,8 +3,10 @@ takes, its workload and counts, the N-copy batch it builds, and its report."""
 
 import json
 import pathlib
+import random
 import sys
 
+import pytest
 import torch
 
 import dualkv
@@ -56,3 +58,29 @@ def test_cpu_run_reports_both_parts(tmp_path):
     assert report["step"]["dualkv"]["status"] == "ok" and report["step"]["dualkv"]["step_s"] > 0
     assert json.loads((tmp_path / "tree_bench.json").read_text())["packed_tokens"] == report["packed_tokens"]
     assert "token reduction" in (tmp_path / "tree_bench.txt").read_text()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_flex_block_mask_is_the_tree_rule(seed):
+    """Both forms of the FlexAttention rule (pre-order intervals, the ancestor table otherwise)
+    allow exactly the pairs the tree allows."""
+    from torch.nn.attention.flex_attention import create_mask
+
+    rng = random.Random(seed)
+    segments = rng.randint(1, 24)
+    parents = [-1] + [rng.choice([-1, *range(i)]) for i in range(1, segments)]
+    if seed % 2:  # pre-order: each segment's parent is an ancestor of (or is) the segment before it
+        for s in range(1, segments):
+            path = [s - 1]
+            while parents[path[-1]] >= 0:
+                path.append(parents[path[-1]])
+            parents[s] = rng.choice([-1, *path])
+    layout = dualkv.Layout.from_tree(parents, [rng.randint(1, 5) for _ in parents])
+    if seed % 2:
+        assert work.subtree_ends(layout) is not None
+    seen, segment = work.ancestors(layout), layout.segment_ids
+    q, k = torch.arange(layout.num_tokens)[:, None], torch.arange(layout.num_tokens)[None, :]
+    expected = (k <= q) & seen[segment[:, None], segment[None, :]]
+    mask = work.flex_tree_block_mask(layout, "cpu").mask_mod
+    got = create_mask(mask, None, None, layout.num_tokens, layout.num_tokens, device="cpu")[0, 0]
+    assert torch.equal(got, expected)
