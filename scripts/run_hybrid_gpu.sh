@@ -1,28 +1,29 @@
 #!/usr/bin/env bash
 # On a GPU machine without network: the hybrid models (Qwen3.5, Qwen3.5-MoE, Qwen3-Next) on CUDA,
-# their GPU tests and benchmarks, one step per command (each runs in under 10 minutes):
+# their GPU tests and benchmarks, one step per command:
 #
-#   bash scripts/run_hybrid_gpu.sh stage          # collect the carried wheel parts (see below)
-#   bash scripts/run_hybrid_gpu.sh install        # join and install them into build/hybrid-site
+#   bash scripts/run_hybrid_gpu.sh install        # unpack .whl-hybrid/hybrid-site.tar.xz into build/hybrid-site
 #   bash scripts/run_hybrid_gpu.sh tests          # build dualkv (CUDA, sm_90), run the GPU tests and the check
 #   bash scripts/run_hybrid_gpu.sh layer-bench [bench/run_recurrent_bench.py flags]
 #   bash scripts/run_hybrid_gpu.sh step-bench  [bench/run_step_bench.py flags]   # default --model qwen3.5-9b
+#   bash scripts/run_hybrid_gpu.sh cache-save     # Triton's cache as parts of 15 MiB in the results folder
+#   bash scripts/run_hybrid_gpu.sh cache-load DIR # the parts cache-save wrote, copied into DIR
 #
 # What the machine needs, all git-ignored, copied beside the checkout:
-#   .whl-hybrid/   scripts/fetch_hybrid_wheels.sh: flash-linear-attention and fla-core (1.5 MB) and
-#                  Triton 3.7.1 split into parts (about 40 MiB each, for transfers capped at 64 MiB).
-#                  Copy the parts over and run `stage` after each copy: build/hybrid-wheels
-#                  collects them; `install` checks the joined file's hash.
+#   .whl-hybrid/   scripts/fetch_hybrid_wheels.sh: Triton 3.7.1 (slimmed), flash-linear-attention
+#                  and fla-core as one installed folder, about 37 MB.
 #   .cutlass/      the CuTe/CUTLASS headers, for `tests` (the extension's CUDA build).
 #   .whl/          optional, scripts/fetch_fa4_wheels.sh: FlashAttention-4 for the fa4_ncopy method.
 # Python path: build/hybrid-site (Triton 3.7.1 ahead of the image's 3.6, flash-linear-attention),
 # then DUALKV_SITE (default /tmp/pysite, where `tests` builds dualkv; DUALKV_SKIP_BUILD=1 reuses it).
-# Triton's kernel and autotuning caches go to build/triton-cache, kept between steps.
+# Triton's kernel and autotuning caches go to build/triton-cache, kept between steps. On a fresh
+# cache flash-linear-attention's first call at each new shape compiles and times every candidate
+# configuration of each kernel, one after another: more than 8 minutes for the tests and the
+# Qwen3.5 step together on an H200. cache-save and cache-load carry the cache to another machine.
 # Logs and results go to $OUT when it is set, else build/hybrid-gpu-results.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 results=${OUT:-$root/build/hybrid-gpu-results}
-staged=$root/build/hybrid-wheels
 hybrid_site=$root/build/hybrid-site
 dualkv_site=${DUALKV_SITE:-/tmp/pysite}
 mkdir -p "$results"
@@ -34,40 +35,29 @@ export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$root/build/triton-cache}
 step=${1:-}
 shift || true
 case "$step" in
-stage)
-  mkdir -p "$staged"
-  found=$(find .whl-hybrid -type f 2>/dev/null | wc -l)
-  if [[ "$found" == 0 ]]; then
-    echo "nothing carried in .whl-hybrid (run scripts/fetch_hybrid_wheels.sh where PyPI is reachable)" >&2
-    exit 2
-  fi
-  find .whl-hybrid -type f -exec cp {} "$staged"/ \;
-  ls -l "$staged"
-  ;;
 install)
-  shopt -s nullglob
-  parts=("$staged"/triton-*.whl.xz.part*)
-  fla=("$staged"/fla_core-*.whl "$staged"/flash_linear_attention-*.whl)
-  if [[ ${#parts[@]} == 0 || ${#fla[@]} != 2 ]]; then
-    echo "build/hybrid-wheels lacks the Triton parts or the two flash-linear-attention wheels: stage them" >&2
-    ls -l "$staged" >&2 || true
-    exit 2
-  fi
-  first=$(basename "${parts[0]}")
-  wheel=${first%.xz.part*}
-  cat "${parts[@]}" >"$staged/$wheel.xz"
-  if [[ "$(sha256sum "$staged/$wheel.xz" | awk '{print $1}')" != "$(cat "$staged/$wheel.xz.sha256")" ]]; then
-    echo "the joined $wheel.xz does not match its hash: a part is missing or damaged (${#parts[@]} staged)" >&2
-    exit 1
-  fi
-  # Python's lzma: no xz binary needed on the machine.
-  python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
-    "$staged/$wheel.xz" "$staged/$wheel"
+  archive=.whl-hybrid/hybrid-site.tar.xz
+  [[ -f "$archive" ]] || { echo "no $archive: run scripts/fetch_hybrid_wheels.sh where PyPI is reachable" >&2; exit 2; }
+  # The CUDA tools left out of the archive, from the Triton torch installed (before the path changes).
+  tools=$(cd / && PYTHONPATH= python3 -c 'import os, triton; print(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin"))')
   rm -rf "$hybrid_site"
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$hybrid_site" "$staged/$wheel" "${fla[@]}" \
-    2>&1 | tee "$results/install.log"
+  mkdir -p "$hybrid_site"
+  python3 -c 'import lzma, sys, tarfile; tarfile.open(fileobj=lzma.open(sys.argv[1])).extractall(sys.argv[2])' \
+    "$archive" "$hybrid_site"
+  ln -sf "$tools"/* "$hybrid_site/triton/backends/nvidia/bin/"
   python3 -c 'import torch, triton, fla; print("torch", torch.__version__, "triton", triton.__version__, "fla", fla.__version__)' |
-    tee -a "$results/install.log"
+    tee "$results/install.log"
+  ;;
+cache-save)
+  tar cf - -C "$(dirname "$TRITON_CACHE_DIR")" "$(basename "$TRITON_CACHE_DIR")" | xz -1 -T0 |
+    split -b 15M -d -a 2 - "$results/triton-cache.tar.xz.part"
+  ls -l "$results"/triton-cache.tar.xz.part*
+  ;;
+cache-load)
+  parts=("${1:?cache-load DIR: the folder holding triton-cache.tar.xz.partNN}"/triton-cache.tar.xz.part*)
+  mkdir -p "$(dirname "$TRITON_CACHE_DIR")"
+  cat "${parts[@]}" | xz -d | tar xf - -C "$(dirname "$TRITON_CACHE_DIR")" --transform "s,^[^/]*,$(basename "$TRITON_CACHE_DIR"),"
+  echo "Triton cache: $(find "$TRITON_CACHE_DIR" -type f | wc -l) files in $TRITON_CACHE_DIR"
   ;;
 tests)
   if [[ "${DUALKV_SKIP_BUILD:-0}" != 1 ]]; then
@@ -101,7 +91,7 @@ step-bench)
     tee "$results/step-bench.log"
   ;;
 *)
-  echo "usage: $0 stage | install | tests | layer-bench [flags] | step-bench [flags]" >&2
+  echo "usage: $0 install | tests | layer-bench [flags] | step-bench [flags] | cache-save | cache-load DIR" >&2
   exit 2
   ;;
 esac
