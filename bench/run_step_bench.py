@@ -33,9 +33,9 @@ each group once; MFU is per GPU over all of them.
 Reported per (P, N, method): median step time over --repeats after --warmup steps (FlexAttention
 compiles then; --warmup-micro-batches K warms up on the step's first K micro-batches only),
 tokens/s (packed and N-copy), peak memory (max over ranks), MFU honest (deduplicated FLOPs) and
-effective (N-copy FLOPs) per GPU (bench/step_workload.py), and the
-largest micro-batch in responses that fits (doubling from 1 up to --max-fit, one process only: an
-out-of-memory on one rank would leave the others waiting in a collective). Each size is probed
+effective (N-copy FLOPs) per GPU (bench/step_workload.py), and the largest micro-batch in
+responses that fits (doubling from 1 up to --max-fit; --max-fit 0 skips the search, one process
+only: an out-of-memory on one rank would leave the others waiting in a collective). Each size is probed
 with the step itself, on synthetic groups of the same P and N, moved to the device as the timed
 step moves them: two micro-batches of that size (the first one's gradients alive during the
 second), or one where the step's own batch is a single micro-batch at that size. The search's
@@ -192,7 +192,7 @@ def _run_method(method, policy, groups, micro_batch, args, device, world, sequen
     policy.lm.set_attn_implementation(attention)
     split = work.ncopy_micro_batches if method in NCOPY_METHODS else work.packed_micro_batches
     result = {}
-    if world == 1:
+    if world == 1 and args.max_fit > 0:
         result["largest_micro_batch"] = _largest_fit(policy, split, groups, args, device)
         # The search ran several stream lengths, after which torch.compile's automatic dynamic
         # shapes recompile FlexAttention with a symbolic length (0.6 s slower per 36-layer step at
@@ -200,7 +200,7 @@ def _run_method(method, policy, groups, micro_batch, args, device, world, sequen
         # compile for the timed step's own lengths, as in a run without the search.
         torch._dynamo.reset()
     size = micro_batch
-    if world == 1 and result["largest_micro_batch"] < micro_batch:
+    if result.get("largest_micro_batch", micro_batch) < micro_batch:
         size = result["largest_micro_batch"]
     if size == 0:
         return {**result, "status": "OOM at a micro-batch of 1 response"}
@@ -384,7 +384,8 @@ def _parse(argv):
                         help="a warm-up step runs only the step's first K micro-batches (default: all): the "
                              "same kernels and shapes, for steps too long to run twice")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--max-fit", type=int, default=256, help="largest micro-batch tried (responses)")
+    parser.add_argument("--max-fit", type=int, default=256,
+                        help="largest micro-batch tried (responses); 0: no search, the step runs at --micro-batch")
     parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak (default: by its name)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fuse-elementwise", action="store_true",
@@ -396,10 +397,12 @@ def _parse(argv):
                              "length (dynamic: what a trainer whose stream length changes every step runs)")
     parser.add_argument("--out", default="build/step-bench", help="folder for the JSON, table and plot")
     args = parser.parse_args(argv)
-    for name in ("groups", "repeats", "max_fit", "layers", "micro_batch", "sp", "warmup_micro_batches"):
+    for name in ("groups", "repeats", "layers", "micro_batch", "sp", "warmup_micro_batches"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')}: must be >= 1, got {value}")
+    if args.max_fit < 0:
+        parser.error(f"--max-fit: must be >= 0, got {args.max_fit}")
     if min(args.prompt_lengths) < 1 or min(args.responses) < 1:
         parser.error("--prompt-lengths and --responses: every value must be >= 1")
     if not 1 <= args.response_length[0] <= args.response_length[1]:

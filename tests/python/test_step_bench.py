@@ -76,6 +76,17 @@ def test_cpu_run_of_the_tiny_moe_model(tmp_path):
     assert 0 < run["mfu_honest"] < run["mfu_effective"]
 
 
+def test_max_fit_zero_steps_at_the_given_micro_batch_without_a_search(tmp_path):
+    result = _run_bench(tmp_path, "--model", "tiny-qwen3", "--prompt-lengths", "16", "--responses", "4",
+                        "--response-length", "3", "9", "--max-fit", "0", "--micro-batch", "2", "--warmup", "0",
+                        "--repeats", "1", "--peak-tflops", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (entry,) = json.loads((tmp_path / "step_bench.json").read_text())["entries"]
+    run = entry["methods"]["dualkv"]
+    assert run["status"] == "ok" and "largest_micro_batch" not in run
+    assert run["micro_batch"] == 2 and run["micro_steps"] == 2
+
+
 def test_step_flops_count_the_active_experts_of_a_moe_model():
     tokens, pairs, scored = 100, 2000, 60
     moe = model_config("tiny-qwen3-moe")
