@@ -284,9 +284,10 @@ def _transformers_pytorch_functions(model: torch.nn.Module):
     replaced = []
     for module in {sys.modules[type(layer).__module__] for layer in model.modules()}:
         for name, value in list(vars(module).items()):
-            if isinstance(value, types.FunctionType) and inspect.unwrap(value) is not value:
+            pytorch_function = inspect.unwrap(value) if isinstance(value, types.FunctionType) else value
+            if pytorch_function is not value:
                 replaced.append((module, name, value))
-                setattr(module, name, _taking_known_keywords(inspect.unwrap(value)))
+                setattr(module, name, _taking_known_keywords(pytorch_function))
     try:
         yield
     finally:
