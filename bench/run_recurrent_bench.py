@@ -15,7 +15,8 @@ key-dim + heads value-dim (the model's q, k, v), width 4. Per (P, N): one group,
 lengths uniform in --response-length (seeded), bf16 inputs (fp32 log-decay, as the model passes).
 Reported: median forward+backward milliseconds over --repeats after a warm-up (on CUDA the kernels
 are autotuned on a small input first, dualkv.recurrent.warm_up_fla), tokens per second of the
-N-copy batch, the speed-up, and peak memory on CUDA. Writes recurrent_bench.json under --out.
+N-copy batch, the speed-up, and peak memory on CUDA; a stream that does not fit in one call is
+reported as out of memory (status) and the run goes on. Writes recurrent_bench.json under --out.
 """
 
 from __future__ import annotations
@@ -54,9 +55,11 @@ def main(argv: list[str] | None = None) -> dict:
             ncopy = dualkv.Layout.from_lengths([p] * n, [[r] for r in lengths])
             entry = {"P": p, "N": n, "packed_tokens": packed.num_tokens, "ncopy_tokens": ncopy.num_tokens}
             for name, layout in (("packed", packed), ("ncopy", ncopy)):
-                entry[name] = _time_layer(RecurrentPlan.from_layout(layout, device), args, dtype, device)
-                entry[name]["ncopy_tokens_per_s"] = ncopy.num_tokens / (entry[name]["ms"] / 1e3)
-            entry["speedup"] = entry["ncopy"]["ms"] / entry["packed"]["ms"]
+                entry[name] = _time_or_out_of_memory(RecurrentPlan.from_layout(layout, device), args, dtype, device)
+                if "ms" in entry[name]:
+                    entry[name]["ncopy_tokens_per_s"] = ncopy.num_tokens / (entry[name]["ms"] / 1e3)
+            timed = "ms" in entry["packed"] and "ms" in entry["ncopy"]
+            entry["speedup"] = entry["ncopy"]["ms"] / entry["packed"]["ms"] if timed else None
             entries.append(entry)
             print(_format(entry), flush=True)
     report = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
@@ -66,6 +69,17 @@ def main(argv: list[str] | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (out / "recurrent_bench.json").write_text(json.dumps(report, indent=1))
     return report
+
+
+def _time_or_out_of_memory(plan: RecurrentPlan, args, dtype, device) -> dict:
+    """_time_layer's result, or {"status": "out of memory"} when one call on the whole stream does not
+    fit (the N-copy stream at the largest shapes: a trainer would split it into micro-batches)."""
+    try:
+        return {"status": "ok", **_time_layer(plan, args, dtype, device)}
+    except torch.OutOfMemoryError:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        return {"status": "out of memory"}
 
 
 def _time_layer(plan: RecurrentPlan, args, dtype, device) -> dict:
@@ -100,8 +114,12 @@ def _time_layer(plan: RecurrentPlan, args, dtype, device) -> dict:
 
 
 def _format(entry: dict) -> str:
-    return (f"P={entry['P']:>6} N={entry['N']:>3}  packed {entry['packed']['ms']:9.2f} ms  "
-            f"N-copy {entry['ncopy']['ms']:9.2f} ms  speed-up {entry['speedup']:5.2f}x  "
+    def time(result):
+        return f"{result['ms']:9.2f} ms" if "ms" in result else f"{result['status']:>12}"
+
+    speedup = f"{entry['speedup']:5.2f}x" if entry["speedup"] is not None else "    -"
+    return (f"P={entry['P']:>6} N={entry['N']:>3}  packed {time(entry['packed'])}  "
+            f"N-copy {time(entry['ncopy'])}  speed-up {speedup}  "
             f"(tokens {entry['packed_tokens']} vs {entry['ncopy_tokens']})")
 
 

@@ -5,7 +5,13 @@ Model level: a tiny random-init Qwen3, Llama and the hybrid Qwen3.5, Qwen3.5-MoE
 packed with attn_implementation="dualkv" and as the N-copy batch with "sdpa", both bf16 on CUDA,
 each compared with the fp32 N-copy model on the same (bf16-rounded) weights. The N-copy bf16
 model's own error to that reference is what bf16 costs; dualkv's error on log-probs, loss and
-every parameter gradient must be at most twice it, plus a small floor.
+the whole parameter gradient must be at most twice it, plus a small floor, and on each parameter's
+gradient at most four times it. Per parameter the budget is wider because a parameter whose
+gradient sums every token into a few values (a Gated DeltaNet head's A_log, Qwen3.5-MoE's
+shared-expert gate) is mostly cancellation, so its bf16 error is noise: packed against N-copy,
+both in bf16 on the CPU with no CUDA kernel involved, such parameters measured 2.0x (shared-expert
+gate, the shapes below) and 2.75x (A_log, one prompt with 16 responses), and the shared-expert
+gate 3.2x on an H200. A layer that mishandles the layout is off by orders more than bf16's noise.
 Op level: the CUDA op against the CPU op on the same fp16/bf16 inputs.
 """
 
@@ -26,6 +32,7 @@ HEAD_DIMS = [64, 256]  # the tiny configs' 16 is not compiled for CUDA; these ar
 # Several groups, ragged responses (R = 1 included), prompts longer than one 64-key tile.
 SHAPES = [(70, [23, 64, 1, 9]), (5, [80, 3]), (33, [17])]
 ERROR_RATIO = 2.0
+ERROR_RATIO_PER_PARAMETER = 4.0  # the module docstring says why
 # A 32nd of bf16's resolution: below every error either model makes here (log-probs, computed
 # in fp32 from bf16 logits, are the smallest), so it only keeps an N-copy error that happens to
 # vanish from demanding an exact match.
@@ -124,13 +131,31 @@ def model_errors(name, device, head_dim):
         "logprobs": (_relative_error(packed_logprobs, reference_logprobs), ncopy_logprobs_error),
         "loss": (abs(float(packed_loss - reference_loss)) / loss_scale, ncopy_logprobs_error),
     }
-    parameters = zip(packed_model.named_parameters(), ncopy_model.parameters(), reference_model.parameters())
+    parameters = list(zip(packed_model.named_parameters(), ncopy_model.parameters(), reference_model.parameters()))
     for (parameter_name, packed_parameter), ncopy_parameter, reference_parameter in parameters:
         errors[parameter_name] = (
             _relative_error(packed_parameter.grad, reference_parameter.grad),
             _relative_error(ncopy_parameter.grad, reference_parameter.grad),
         )
+
+    def whole_gradient(model_parameters):
+        return torch.cat([parameter.grad.double().cpu().flatten() for parameter in model_parameters])
+
+    reference_gradient = whole_gradient(reference for *_, reference in parameters)
+    errors[WHOLE_GRADIENT] = (
+        _relative_error(whole_gradient(packed for (_, packed), *_ in parameters), reference_gradient),
+        _relative_error(whole_gradient(ncopy for _, ncopy, _ in parameters), reference_gradient),
+    )
     return errors
+
+
+WHOLE_GRADIENT = "all parameter gradients"
+MODEL_QUANTITIES = ("logprobs", "loss", WHOLE_GRADIENT)
+
+
+def error_budget(quantity, ncopy_error):
+    ratio = ERROR_RATIO if quantity in MODEL_QUANTITIES else ERROR_RATIO_PER_PARAMETER
+    return ratio * ncopy_error + ERROR_FLOOR
 
 
 _HYBRID_SKIP = pytest.mark.skipif(hybrid_cuda_unavailable() is not None, reason=str(hybrid_cuda_unavailable()))
@@ -141,11 +166,11 @@ _HYBRID_SKIP = pytest.mark.skipif(hybrid_cuda_unavailable() is not None, reason=
 def test_bf16_packed_model_is_as_accurate_as_the_ncopy_batch(name, head_dim):
     errors = model_errors(name, "cuda", head_dim)
     worse = {
-        quantity: f"dualkv {packed:.2e} vs N-copy {ncopy:.2e}"
+        quantity: f"dualkv {packed:.2e} vs N-copy {ncopy:.2e}, budget {error_budget(quantity, ncopy):.2e}"
         for quantity, (packed, ncopy) in errors.items()
-        if not packed <= ERROR_RATIO * ncopy + ERROR_FLOOR
+        if not packed <= error_budget(quantity, ncopy)
     }
-    assert not worse, f"bf16 errors to the fp32 N-copy model beyond {ERROR_RATIO}x N-copy's own: {worse}"
+    assert not worse, f"bf16 errors to the fp32 N-copy model beyond their budget: {worse}"
 
 
 # Prompts and responses across 64- and 128-token tile edges, R = 1, P = 1, several groups.

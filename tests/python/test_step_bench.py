@@ -318,6 +318,32 @@ def _run_with_memory_limit(monkeypatch, limit, world=1, micro_batch=8):
     return result, stepped
 
 
+def test_recurrent_bench_reports_a_stream_out_of_memory_and_goes_on(tmp_path, monkeypatch, capsys):
+    import run_recurrent_bench as recurrent_bench
+
+    timed = []
+
+    def time_layer(plan, args, dtype, device):
+        timed.append(plan.num_tokens)
+        if plan.num_tokens > 20:  # the N-copy streams of N = 3 and N = 4 "do not fit"
+            raise torch.OutOfMemoryError("simulated")
+        return {"ms": float(plan.num_tokens), "ms_all": [float(plan.num_tokens)], "peak_memory_gib": 0.0}
+
+    monkeypatch.setattr(recurrent_bench, "_time_layer", time_layer)
+    report = recurrent_bench.main(
+        ["--device", "cpu", "--dtype", "fp32", "--heads", "2", "--key-dim", "8", "--value-dim", "8",
+         "--prompt-lengths", "8", "--responses", "1", "3", "4", "--response-length", "2", "2", "--out", str(tmp_path)]
+    )
+    entries = report["entries"]
+    assert len(timed) == 6  # every stream of every (P, N) was tried
+    assert [e["ncopy"]["status"] for e in entries] == ["ok", "out of memory", "out of memory"]
+    assert all(e["packed"]["status"] == "ok" for e in entries)
+    assert entries[0]["speedup"] == pytest.approx(1.0) and entries[1]["speedup"] is None
+    assert json.loads((tmp_path / "recurrent_bench.json").read_text())["entries"][2]["speedup"] is None
+    printed = capsys.readouterr().out.splitlines()
+    assert "out of memory" in printed[1] and "speed-up     -" in printed[1]
+
+
 def test_timed_step_out_of_memory_retries_at_half_the_size(monkeypatch):
     result, stepped = _run_with_memory_limit(monkeypatch, limit=2)
     assert result["status"] == "ok" and result["micro_batch"] == 2 and result["micro_steps"] == 4
