@@ -13,6 +13,9 @@ Shapes (defaults: Qwen3.5's, transformers' defaults): --heads value heads (q and
 them, as the model does), --key-dim and --value-dim per head, convolution channels 2 heads
 key-dim + heads value-dim (the model's q, k, v), width 4. Per (P, N): one group, N responses of
 lengths uniform in --response-length (seeded), bf16 inputs (fp32 log-decay, as the model passes).
+--ncopy-micro-batch K runs the N-copy rows as calls of K rows each, as a trainer's micro-batches
+would (times summed): one call over all rows slows down faster than its tokens grow above about
+150K tokens on an H200, and runs out of memory at 560K.
 Reported: median forward+backward milliseconds over --repeats after a warm-up (on CUDA the kernels
 are autotuned on a small input first, dualkv.recurrent.warm_up_fla), tokens per second of the
 N-copy batch, the speed-up, and peak memory on CUDA; a stream that does not fit in one call is
@@ -52,28 +55,48 @@ def main(argv: list[str] | None = None) -> dict:
             (group,) = synthetic_rollouts(1, n, p, tuple(args.response_length), vocab_size=2, seed=args.seed)
             lengths = [len(r) for r in group.responses]
             packed = dualkv.Layout.from_lengths([p], [lengths])
-            ncopy = dualkv.Layout.from_lengths([p] * n, [[r] for r in lengths])
-            entry = {"P": p, "N": n, "packed_tokens": packed.num_tokens, "ncopy_tokens": ncopy.num_tokens}
-            for name, layout in (("packed", packed), ("ncopy", ncopy)):
-                entry[name] = _time_or_out_of_memory(RecurrentPlan.from_layout(layout, device), args, dtype, device)
+            calls = args.ncopy_micro_batch or n
+            ncopy_calls = [
+                dualkv.Layout.from_lengths([p] * len(chunk), [[r] for r in chunk])
+                for chunk in (lengths[i : i + calls] for i in range(0, n, calls))
+            ]
+            ncopy_tokens = sum(layout.num_tokens for layout in ncopy_calls)
+            entry = {"P": p, "N": n, "packed_tokens": packed.num_tokens, "ncopy_tokens": ncopy_tokens}
+            for name, layouts in (("packed", [packed]), ("ncopy", ncopy_calls)):
+                entry[name] = _time_calls(layouts, args, dtype, device)
                 if "ms" in entry[name]:
-                    entry[name]["ncopy_tokens_per_s"] = ncopy.num_tokens / (entry[name]["ms"] / 1e3)
+                    entry[name]["ncopy_tokens_per_s"] = ncopy_tokens / (entry[name]["ms"] / 1e3)
             timed = "ms" in entry["packed"] and "ms" in entry["ncopy"]
             entry["speedup"] = entry["ncopy"]["ms"] / entry["packed"]["ms"] if timed else None
             entries.append(entry)
             print(_format(entry), flush=True)
     report = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
               "torch": torch.__version__, "dtype": args.dtype, "heads": args.heads, "key_dim": args.key_dim,
-              "value_dim": args.value_dim, "response_length": args.response_length, "entries": entries}
+              "value_dim": args.value_dim, "response_length": args.response_length,
+              "ncopy_micro_batch": args.ncopy_micro_batch, "entries": entries}
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "recurrent_bench.json").write_text(json.dumps(report, indent=1))
     return report
 
 
+def _time_calls(layouts, args, dtype, device) -> dict:
+    """The streams of `layouts` one call each, as a trainer's micro-batches run them: the sum of
+    their medians, the largest peak, or the first stream's out-of-memory status."""
+    results = []
+    for layout in layouts:
+        result = _time_or_out_of_memory(RecurrentPlan.from_layout(layout, device), args, dtype, device)
+        if "ms" not in result:
+            return result
+        results.append(result)
+    return {"status": "ok", "calls": len(results), "ms": sum(r["ms"] for r in results),
+            "ms_per_call": [r["ms"] for r in results],
+            "peak_memory_gib": max(r["peak_memory_gib"] for r in results)}
+
+
 def _time_or_out_of_memory(plan: RecurrentPlan, args, dtype, device) -> dict:
     """_time_layer's result, or {"status": "out of memory"} when one call on the whole stream does not
-    fit (the N-copy stream at the largest shapes: a trainer would split it into micro-batches)."""
+    fit (the N-copy stream at the largest shapes: --ncopy-micro-batch splits it)."""
     try:
         return {"status": "ok", **_time_layer(plan, args, dtype, device)}
     except torch.OutOfMemoryError:
@@ -134,11 +157,16 @@ def _parse(argv):
     parser.add_argument("--responses", type=int, nargs="+", default=[8, 16, 32], metavar="N")
     parser.add_argument("--response-length", type=int, nargs=2, default=[131, 2048], metavar=("MIN", "MAX"))
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--ncopy-micro-batch", type=int, default=0, metavar="K",
+                        help="run the N-copy rows as calls of K responses each, as a trainer's micro-batches "
+                        "(default 0: all N rows in one call)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="build/recurrent-bench")
     args = parser.parse_args(argv)
     if not 1 <= args.response_length[0] <= args.response_length[1]:
         parser.error(f"--response-length: expected 1 <= MIN <= MAX, got {args.response_length}")
+    if args.ncopy_micro_batch < 0:
+        parser.error(f"--ncopy-micro-batch: must be >= 0, got {args.ncopy_micro_batch}")
     for name in ("heads", "key_dim", "value_dim", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')}: must be >= 1")

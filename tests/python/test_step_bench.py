@@ -344,6 +344,34 @@ def test_recurrent_bench_reports_a_stream_out_of_memory_and_goes_on(tmp_path, mo
     assert "out of memory" in printed[1] and "speed-up     -" in printed[1]
 
 
+def test_recurrent_bench_runs_the_ncopy_rows_as_micro_batches(tmp_path, monkeypatch):
+    import run_recurrent_bench as recurrent_bench
+
+    streams = []
+
+    def time_layer(plan, args, dtype, device):
+        streams.append(plan.num_tokens)
+        return {"ms": float(plan.num_tokens), "ms_all": [float(plan.num_tokens)], "peak_memory_gib": plan.num_tokens}
+
+    monkeypatch.setattr(recurrent_bench, "_time_layer", time_layer)
+    options = ["--device", "cpu", "--dtype", "fp32", "--heads", "2", "--key-dim", "8", "--value-dim", "8",
+               "--prompt-lengths", "8", "--responses", "5", "--response-length", "2", "6", "--out", str(tmp_path)]
+    (whole,) = recurrent_bench.main(options)["entries"]
+    assert whole["ncopy"]["calls"] == 1 and streams[-1] == whole["ncopy_tokens"]
+    streams.clear()
+    (split,) = recurrent_bench.main([*options, "--ncopy-micro-batch", "2"])["entries"]
+    # Rows [0, 2), [2, 4), [4, 5): 8-token prompts and their responses, each row once.
+    assert split["ncopy"]["calls"] == 3 and split["ncopy_tokens"] == whole["ncopy_tokens"]
+    assert streams[0] == split["packed_tokens"] and sum(streams[1:]) == split["ncopy_tokens"]
+    response_tokens = split["packed_tokens"] - 8
+    assert sum(streams[1:]) - 8 * 5 == response_tokens
+    for tokens, rows in zip(streams[1:], (2, 2, 1)):  # responses of 2-6 tokens after each prompt
+        assert 10 * rows <= tokens <= 14 * rows
+    assert split["ncopy"]["ms"] == pytest.approx(sum(streams[1:]))
+    assert split["ncopy"]["peak_memory_gib"] == max(streams[1:])
+    assert split["speedup"] == pytest.approx(split["ncopy"]["ms"] / split["packed"]["ms"])
+
+
 def test_timed_step_out_of_memory_retries_at_half_the_size(monkeypatch):
     result, stepped = _run_with_memory_limit(monkeypatch, limit=2)
     assert result["status"] == "ok" and result["micro_batch"] == 2 and result["micro_steps"] == 4
