@@ -11,7 +11,9 @@ gradient sums every token into a few values (a Gated DeltaNet head's A_log, Qwen
 shared-expert gate) is mostly cancellation, so its bf16 error is noise: packed against N-copy,
 both in bf16 on the CPU with no CUDA kernel involved, such parameters measured 2.0x (shared-expert
 gate, the shapes below) and 2.75x (A_log, one prompt with 16 responses), and the shared-expert
-gate 3.2x on an H200. A layer that mishandles the layout is off by orders more than bf16's noise.
+gate 3.2x on an H200. Over four other weight draws on the CPU the whole gradient's ratio was
+0.92-1.00 and the largest parameter's 1.6-2.1, each time an A_log or a shared-expert gate. A layer
+that mishandles the layout is off by orders more than bf16's noise.
 Op level: the CUDA op against the CPU op on the same fp16/bf16 inputs.
 """
 
