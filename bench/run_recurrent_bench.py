@@ -55,10 +55,10 @@ def main(argv: list[str] | None = None) -> dict:
             (group,) = synthetic_rollouts(1, n, p, tuple(args.response_length), vocab_size=2, seed=args.seed)
             lengths = [len(r) for r in group.responses]
             packed = dualkv.Layout.from_lengths([p], [lengths])
-            calls = args.ncopy_micro_batch or n
+            rows_per_call = args.ncopy_micro_batch or n
             ncopy_calls = [
                 dualkv.Layout.from_lengths([p] * len(chunk), [[r] for r in chunk])
-                for chunk in (lengths[i : i + calls] for i in range(0, n, calls))
+                for chunk in (lengths[i : i + rows_per_call] for i in range(0, n, rows_per_call))
             ]
             ncopy_tokens = sum(layout.num_tokens for layout in ncopy_calls)
             entry = {"P": p, "N": n, "packed_tokens": packed.num_tokens, "ncopy_tokens": ncopy_tokens}
