@@ -35,7 +35,13 @@ class DeviceBytes {
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
 
-  void upload(const void* host) { check_cuda(cudaMemcpy(data_, host, bytes_, cudaMemcpyHostToDevice), "upload"); }
+  // Returns once the bytes are on the device. cudaMemcpy from pageable memory may return while its
+  // DMA is still in flight, and the library runs on non-blocking streams that do not wait for it:
+  // a poisoned output uploaded last could otherwise land over what a kernel had just written.
+  void upload(const void* host) {
+    check_cuda(cudaMemcpy(data_, host, bytes_, cudaMemcpyHostToDevice), "upload");
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after an upload");
+  }
   void download(void* host) const { check_cuda(cudaMemcpy(host, data_, bytes_, cudaMemcpyDeviceToHost), "download"); }
 
  private:

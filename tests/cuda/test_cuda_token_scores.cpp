@@ -65,9 +65,6 @@ class DeviceArrays {
     upload(grad_logprob_, host.grad_logprob);
     upload(grad_entropy_, host.grad_entropy);
     upload(grad_, host.grad);
-    // A copy from pageable memory may still be in flight when cudaMemcpy returns, and the library
-    // runs on a non-blocking stream that does not wait for it.
-    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the uploads");
   }
 
   Pointers pointers() const {
