@@ -58,6 +58,7 @@ import pathlib
 import platform
 import statistics
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -93,7 +94,9 @@ def main(argv: list[str] | None = None) -> dict:
         raise ValueError(f"--sp: must divide the number of processes {world}, got {args.sp}")
     parallel = init_parallelism(args.sp, device)
     methods = list(dict.fromkeys(_usable_methods(args.methods, device)))  # in the order given
+    started = time.perf_counter()
     policy, config = _build_policy(args, device, parallel)
+    _progress(f"{args.model}: model built in {time.perf_counter() - started:.1f} s")
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     peak = args.peak_tflops * 1e12 if args.peak_tflops else work.peak_flops(device_name)
     if peak is None and rank == 0:
@@ -235,10 +238,22 @@ def _run_method(method, policy, groups, micro_batch, args, device, world, sequen
 def _timed_steps(policy, micro_batches, advantages: dict, args, device) -> tuple[list[float], dict]:
     """--warmup steps (of the first --warmup-micro-batches micro-batches), then --repeats timed
     ones: their times and the last one's old log-probs. Peak memory counts from after the warmup."""
+    started = time.perf_counter()
     for _ in range(args.warmup):
         _step(policy, micro_batches[: args.warmup_micro_batches], advantages)
+    if args.warmup:
+        synchronize(device)
+        _progress(f"warm-up: {args.warmup} step(s) in {time.perf_counter() - started:.1f} s; "
+                  f"timing {args.repeats} of {len(micro_batches)} micro-batch(es)")
     times, logprobs, _ = time_repeats(lambda: _step(policy, micro_batches, advantages), args.repeats, device)
     return times, logprobs[-1]
+
+
+def _progress(message: str) -> None:
+    """A line from the first process, flushed at once: a run stopped by a time limit still shows
+    how far it got and what each phase cost (a new machine's first run compiles and autotunes)."""
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        print(message, flush=True)
 
 
 def _rank_input(batch: dualkv.PackedBatch, sequence_group) -> dualkv.PackedBatch | SequenceShard:

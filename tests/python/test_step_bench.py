@@ -43,6 +43,10 @@ def test_cpu_run_writes_the_report_with_rates_and_fits(tmp_path):
                         "--response-length", "3", "9", "--max-fit", "4", "--repeats", "2", "--peak-tflops", "1")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "flash_ncopy: skipped, PyTorch's FlashAttention varlen kernel runs on CUDA only" in result.stdout
+    # Progress as it happens, so that a run stopped by a time limit shows where it was.
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("tiny-qwen3: model built in ") for line in lines)
+    assert sum(line.startswith("warm-up: 1 step(s) in ") for line in lines) == 2  # one per (P, N)
     report = json.loads((tmp_path / "step_bench.json").read_text())
     assert [(e["P"], e["N"]) for e in report["entries"]] == [(32, 2), (32, 3)]
     for entry in report["entries"]:
