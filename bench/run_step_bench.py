@@ -99,8 +99,8 @@ def main(argv: list[str] | None = None) -> dict:
     _progress(f"{args.model}: model built in {time.perf_counter() - started:.1f} s")
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     peak = args.peak_tflops * 1e12 if args.peak_tflops else work.peak_flops(device_name)
-    if peak is None and rank == 0:
-        print(f"MFU not reported: peak FLOP/s of {device_name!r} unknown (pass --peak-tflops)", flush=True)
+    if peak is None:
+        _progress(f"MFU not reported: peak FLOP/s of {device_name!r} unknown (pass --peak-tflops)")
     entries = []
     for p in args.prompt_lengths:
         for n in args.responses:
@@ -115,10 +115,9 @@ def main(argv: list[str] | None = None) -> dict:
                                      sequence_group=parallel.sp_group if args.sp > 1 else None)
                 _add_rates(result, counts, config, peak, world)
                 entry["methods"][method] = result
-                if rank == 0:  # progress: a run stopped later still shows the methods done
-                    print(f"P={p} N={n} {method}: {result['status']}, step {result.get('step_s', float('nan')):.3f} s, "
-                          f"micro-batch {result.get('micro_batch')}, peak {result.get('peak_memory_gib') or 0:.1f} GiB",
-                          flush=True)
+                # A run stopped later still shows the methods done.
+                _progress(f"P={p} N={n} {method}: {result['status']}, step {result.get('step_s', float('nan')):.3f} s, "
+                          f"micro-batch {result.get('micro_batch')}, peak {result.get('peak_memory_gib') or 0:.1f} GiB")
             logprobs = {m: r.pop("logprobs") for m, r in entry["methods"].items() if "logprobs" in r}
             if (p, n) == (args.prompt_lengths[0], args.responses[0]) and "dualkv" in logprobs:
                 for method, values in logprobs.items():
@@ -126,8 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
                         values, logprobs["dualkv"]
                     )
             entries.append(entry)
-            if rank == 0:
-                print(step_report.format_entry(entry), flush=True)
+            _progress(step_report.format_entry(entry))
     report = {
         "device": device_name, "world_size": world, "torch": torch.__version__, "model": args.model,
         "num_hidden_layers": config.num_hidden_layers, "dtype": args.dtype, "groups_per_rank": args.groups,
