@@ -16,6 +16,7 @@
 
 #include <cute/tensor.hpp>
 
+#include "cuda/common/query_walk.h"
 #include "cuda/sm90/backward/config_common.cuh"
 
 namespace dualkv::detail::sm90 {
@@ -40,6 +41,10 @@ struct BackwardConfig : KeySplitCommon<Element_, kHeadDim_> {
   using typename Common::SmemLayoutQuery;
   static_assert(kShape.split == BackwardSplit::kKeys && kBlockN == 64 * kConsumerWarpgroups);
   static_assert(kBlockM % 64 == 0);
+
+  // The producer hands each step of the walk to the consumers in shared memory with its Q stage
+  // (key_tile_common.cuh): their loop then holds no global load (the walk's run-table reads).
+  static constexpr bool kStepsFromProducer = true;
 
   // dQ blocks of 64 x 64 per warpgroup: along rows when a step has 2 x 64 queries, else columns.
   static constexpr int kDqWarpgroupsAlongM = kBlockM / 64;
@@ -89,6 +94,7 @@ struct BackwardConfig : KeySplitCommon<Element_, kHeadDim_> {
     alignas(128) float dq_staged[kConsumerWarpgroups][kStagedDqFloats];  // atomic mode: dQ blocks in register order
     alignas(16) float lse_log2[kStages][kStatsFloats];  // from the 16-byte aligned row start at or before the tile
     alignas(16) float delta[kStages][kStatsFloats];
+    QueryStep steps[kStages];                      // written by the producer with the Q stage
     typename Pipeline::SharedStorage q_pipeline;   // Q tile + its LSE
     typename Pipeline::SharedStorage do_pipeline;  // dO tile + its D
     uint64_t kv_full;                              // TMA transaction barrier: K and V have landed

@@ -8,8 +8,9 @@
 //
 // Warp roles (kThreads = 128 + 256):
 //   warpgroup 0 (setmaxnreg lowers its registers):
-//     thread 0, producer: issues every TMA load -- K and V once, then per step the Q tile with its
-//       LSE and the dO tile with its D;
+//     thread 0, producer: walks the steps and issues every TMA load -- K and V once, then per step
+//       the Q tile with its LSE and the dO tile with its D -- and writes each step beside its Q
+//       stage, where the consumers read it instead of walking;
 //     warp 1, the dQ warp (atomic mode): per step, one bulk reduction (cp.reduce.async.bulk
 //       .add.f32, issued by lane 0) of each consumer warpgroup's staged dQ block into the step's
 //       slot of the fp32 accumulator.
@@ -50,7 +51,7 @@
 //
 // Shared memory (config.cuh): K, V (block_n x d) | Q, dO kStages x (block_m x d) | dS kStages x
 // (block_m x block_n) | dQ staging 2 x (64 x 64) fp32 | LSE x log2(e), D kStages x (block_m + 4)
-// fp32 | barriers.
+// fp32 | steps kStages x 24 B | barriers.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -212,8 +213,6 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
 
   typename Config::Pipeline::PipelineState q_state, do_state;
   const float scale_log2 = p.softmax_scale * kLog2E;
-  const QueryWalk walk =
-      QueryWalk::of_key_tile(p.cu_seqlens, p.runs, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
   int ds_stage = 0;
   // Atomic mode: a step's dK GEMM still runs when the next step's S^T and dP^T are issued, so the
   // tensor pipe does not drain between steps; its Q stage goes back once S^T is seen complete.
@@ -226,10 +225,13 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   constexpr bool kDrainDkEachStep = kBlockM == 128;
   bool q_release_pending = false;
   typename Config::Pipeline::PipelineState q_release_state;
-  for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
+  for (;;) {
+    // The step comes from the producer with its Q stage: no walk here.
+    q_pipeline.consumer_wait(q_state);
+    const QueryStep step = shared.steps[q_state.index()];
+    if (step.head == kWalkDone) break;
     const int query_rows = min(kBlockM, step.rows_end - step.begin);
     const int first_row = step.rows_begin - step.begin;
-    q_pipeline.consumer_wait(q_state);
     // dO is waited for only once S^T is issued (below), except on boundary steps, whose rows
     // outside the walk's queries are zeroed in both tiles first.
     const bool partial_step = query_rows < kBlockM || first_row > 0;

@@ -3,9 +3,10 @@
 // thread's TMA loads, the consumers' shared-memory publication, and the score coordinates.
 //
 // A Config provides Element, kHeadDim, kBlockN, kBlockM, kStatsFloats, kKeyValueBytes,
-// kConsumerThreads, kPanels, kPanelColumns, Pipeline and a SharedStorage holding k, v, q, dout
-// (16-bit tiles in 64-column SW128 panels), lse_log2 and delta (kStages x kStatsFloats floats), the
-// two query pipelines and the K/V transaction barrier kv_full.
+// kConsumerThreads, kPanels, kPanelColumns, kStepsFromProducer, Pipeline and a SharedStorage
+// holding k, v, q, dout (16-bit tiles in 64-column SW128 panels), lse_log2 and delta (kStages x
+// kStatsFloats floats), steps (kStages QueryStep, where kStepsFromProducer), the two query
+// pipelines and the K/V transaction barrier kv_full.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -22,6 +23,9 @@
 #include "cuda/sm90/common/warp_specialized.cuh"
 
 namespace dualkv::detail::sm90 {
+
+// A handed-over step whose head is kWalkDone ends the walk (kStepsFromProducer).
+inline constexpr int kWalkDone = -1;
 
 // The key tile and KV head of this CTA.
 struct KeyTileWork {
@@ -91,9 +95,27 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
     cute::SM90_BULK_COPY_G2S::copy(stats_row(stats, p, step), barrier, stats_stages[state.index()], kStatsBytes);
     ++state;
   };
+  // Where the consumers do not walk (kStepsFromProducer), each step goes to its Q stage's slot once
+  // the stage is free and before the producer's arrival on the stage's full barrier (a release that
+  // the consumers' wait acquires).
+  const auto hand_over = [&](const QueryStep& step) {
+    if constexpr (Config::kStepsFromProducer) {
+      while (q_pipeline.producer_try_acquire(q_state) != cutlass::BarrierStatus::WaitDone) {
+      }
+      shared.steps[q_state.index()] = step;
+    }
+  };
   for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
+    hand_over(step);
     load_stage(q_pipeline, q_state, &params.q_map, shared.q, p.lse_log2, shared.lse_log2, step);
     load_stage(do_pipeline, do_state, &params.dout_map, shared.dout, p.delta, shared.delta, step);
+  }
+  if constexpr (Config::kStepsFromProducer) {
+    // The end of the walk: a step without a transfer.
+    QueryStep done = walk.first;
+    done.head = kWalkDone;
+    hand_over(done);
+    cutlass::arch::ClusterBarrier::arrive(q_pipeline.producer_get_barrier(q_state));
   }
 }
 

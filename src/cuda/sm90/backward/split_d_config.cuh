@@ -44,6 +44,10 @@ struct SplitDimBackwardConfig : BackwardConfigCommon<Element_, kHeadDim_, 2> {
   static_assert(kBlockN == 64 && kBlockM == 64, "one wgmma M of keys and one SW128 atom of queries");
   static_assert(kHeadDim % (kPanelColumns * kConsumerWarpgroups) == 0);
 
+  // The consumers walk the steps themselves. Handing them over from the producer in shared memory,
+  // as the head_dim 64/128 kernel does, measured 11-15% slower here (docs/performance.md).
+  static constexpr bool kStepsFromProducer = false;
+
   // The dQ accumulator's 64 x 64 blocks (dq_accumulator.h) lie side by side along the columns:
   // block b holds columns [64 b, 64 b + 64), and warpgroup w adds blocks 2 w and 2 w + 1.
   static constexpr int kDqWarpgroupsAlongM = 1;
