@@ -18,8 +18,9 @@
 //     dQ = dS K (atomic mode), dV += P^T dO and dK += dS^T Q issued as three batches; once dQ is
 //     done its 64 values per thread go to the step's accumulator slot (dq_accumulator.h) as 16
 //     vector reductions (red.global.add.v4.f32: 4 consecutive values of a thread are 16
-//     contiguous bytes of a 64 x 64 block, a warp's 32 reductions one 512-byte run), while dV and
-//     dK still run into the next step. Deterministic mode: dV and dK only.
+//     contiguous bytes of a 64 x 64 block, a warp's 32 reductions one 512-byte run): 4 at once,
+//     while dV and dK still run into the next step, and 12 held in registers until the next
+//     step's S^T and dP^T are issued (HeldDqVectors). Deterministic mode: dV and dK only.
 //
 // Pipeline: K and V on one transaction barrier; Q+LSE and dO+D each through kStages buffers of
 // CUTLASS's PipelineTmaAsync (full: TMA transaction bytes; empty: every consumer thread). P^T and
@@ -58,31 +59,69 @@ enum SplitDimBarrier : uint32_t {
   kSplitDimScoresWritten = 1,  // the step's P^T and dS^T are in shared memory
 };
 
-// Adds warpgroup `warpgroup`'s 64 x 128 dQ accumulator (unscaled: the convert pass applies the
-// softmax scale) to `slot` of `head`: its values [32 b, 32 b + 32) are block 2 warpgroup + b of
-// the slot in the block's register order (dq_fragment_offset), so 4 consecutive values of a
-// thread are one 16-byte vector reduction.
-template <typename Config, typename Accumulator>
-__device__ __forceinline__ void add_dq_blocks(const BackwardTmaParams& params, int head, int64_t slot,
-                                              const Accumulator& acc, int warpgroup, int warpgroup_thread) {
+// This thread's dQ values of warpgroup `warpgroup` in `slot` of `head` as vector reductions: values
+// [4 j, 4 j + 4) of the 64 x 128 accumulator (unscaled: the convert pass applies the softmax scale)
+// are 16 contiguous bytes at vectors + 512 j. Block 2 warpgroup + b of the slot holds values
+// [32 b, 32 b + 32) in the block's register order (dq_fragment_offset), and the two blocks of a
+// warpgroup are adjacent, so vector j of either block is 512 j floats from the first.
+template <typename Config>
+__device__ __forceinline__ float* dq_vectors(const BackwardTmaParams& params, int head, int64_t slot, int warpgroup,
+                                             int warpgroup_thread) {
   constexpr int kBlocksPerWarpgroup = Config::kColumnsPerWarpgroup / 64;
-  static_assert(decltype(cute::size(acc))::value == 32 * kBlocksPerWarpgroup);
-  static_assert(dq_fragment_offset(0, 4) == 512 && dq_fragment_offset(0, 3) == 3);
+  static_assert(dq_fragment_offset(0, 4) == 512 && dq_fragment_offset(0, 3) == 3 && kDqBlockFloats == 8 * 512);
+  return params.base.dq_accum +
+         dq_block_offset(head, params.dq_accum_head_stride, slot, Config::kBlockM, Config::kHeadDim,
+                         kBlocksPerWarpgroup * warpgroup) +
+         dq_fragment_offset(warpgroup_thread, 0);
+}
+
+// Adds vectors [kFirst, kEnd) of `values` (value(v) for v in [4 kFirst, 4 kEnd)) at `vectors`.
+template <int kFirst, int kEnd, typename Values>
+__device__ __forceinline__ void reduce_dq_vectors(float* vectors, const Values& value) {
   CUTE_UNROLL
-  for (int b = 0; b < kBlocksPerWarpgroup; ++b) {
-    float* block = params.base.dq_accum +
-                   dq_block_offset(head, params.dq_accum_head_stride, slot, Config::kBlockM, Config::kHeadDim,
-                                   kBlocksPerWarpgroup * warpgroup + b) +
-                   dq_fragment_offset(warpgroup_thread, 0);
-    CUTE_UNROLL
-    for (int i = 0; i < 8; ++i) {
-      const int v = 32 * b + 4 * i;
-      asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(block + 512 * i), "f"(acc(v)), "f"(acc(v + 1)),
-                   "f"(acc(v + 2)), "f"(acc(v + 3))
-                   : "memory");
-    }
+  for (int j = kFirst; j < kEnd; ++j) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(vectors + 512 * j), "f"(value(4 * j)),
+                 "f"(value(4 * j + 1)), "f"(value(4 * j + 2)), "f"(value(4 * j + 3))
+                 : "memory");
   }
 }
+
+// The last kHeld of a step's kVectors dQ reductions per thread, held in registers until the next
+// step's S^T and dP^T are issued. Sent as soon as dQ completes, all 16 reductions of every
+// consumer thread fill the LSU's global queue at once (LG-throttle stalls, 15% of the consumers'
+// cycles) in front of the loop tail's walk loads and the next step's issue; held back, they drain
+// while the tensor pipe runs S^T and dP^T. How many to hold was measured (performance.md): 12
+// (48 registers beside dK, dV, S^T and dP^T, no spills) is the fastest; 4 and 8 were slower at
+// some shapes, and holding all 16 was 4-6% slower, with 1.7x the DRAM traffic.
+template <int kVectors, int kHeld>
+struct HeldDqVectors {
+  static constexpr int kSentAtOnce = kVectors - kHeld;
+  cute::array<float, 4 * kHeld> values;
+  float* vectors;
+
+  // Before the first step nothing is held, yet the loop sends what is held unconditionally: a
+  // branch around the reductions makes ptxas serialise every wgmma of the loop (C7518), and so
+  // does a predicate on them (ptxas turns it into a branch). So the first send adds zeros at
+  // `harmless`, a real slot: an exact no-op, as the accumulator starts at +0.0 and no sum of
+  // floats turns +0.0 into -0.0.
+  __device__ __forceinline__ explicit HeldDqVectors(float* harmless) : vectors(harmless) {
+    CUTE_UNROLL
+    for (int v = 0; v < 4 * kHeld; ++v) values[v] = 0.0f;
+  }
+  // The values are copied by adding +0.0 (exact here, as above) rather than moved: ptxas would keep
+  // them in the registers the dQ wgmma defined and, unable to prove across the loop's back edge
+  // that the wgmma is complete, wait for every wgmma in flight before sending them (C7517).
+  template <typename Accumulator>
+  __device__ __forceinline__ void send_and_hold(float* step_vectors, const Accumulator& acc) {
+    reduce_dq_vectors<0, kSentAtOnce>(step_vectors, [&](int v) { return acc(v); });
+    CUTE_UNROLL
+    for (int v = 0; v < 4 * kHeld; ++v) values[v] = acc(4 * kSentAtOnce + v) + 0.0f;
+    vectors = step_vectors;
+  }
+  __device__ __forceinline__ void send_held() const {
+    reduce_dq_vectors<kSentAtOnce, kVectors>(vectors, [&](int v) { return values[v - 4 * kSentAtOnce]; });
+  }
+};
 
 // Stores this thread's 16-bit score values (the S^T / dP^T accumulator's layout) to their place in
 // the (keys x queries) shared tile `scores` of one stage. The partition is made from a thread
@@ -164,6 +203,10 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
   SegmentCursor tile_segments{p.cu_seqlens};
   const int64_t tail_slots_begin = dq_tail_slots_begin(p.tokens, p.num_segments, kBlockM);
   int scores_stage = 0;
+  // A key tile's index is below the slot count (a segment has at most tokens / block_m + 1 tiles):
+  // the first send's zeros go to that slot of the KV head's first query head.
+  HeldDqVectors<Config::kColumnsPerWarpgroup * kBlockM / 128 / 4, 12> held_dq(dq_vectors<Config>(
+      params, work.kv_head * (p.heads / p.kv_heads), blockIdx.x / p.kv_heads, warpgroup, warpgroup_thread));
   // The previous step's dV and dK are still running when this step's S^T and dP^T are issued; its
   // Q and dO stages go back once S^T is seen complete.
   bool release_pending = false;
@@ -192,6 +235,7 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
     warpgroup_gemm<true, -1>(mma_sdp, tSrK, tSrQ(_, _, _, q_stage), acc_s);
     if (!partial_step) do_pipeline.consumer_wait(do_state);
     warpgroup_gemm<true, -1>(mma_sdp, tSrV, tSrdO(_, _, _, do_stage), acc_dp);
+    if constexpr (kAccumulateDq) held_dq.send_held();
 
     // The causal mask applies when the queries are in the key tile's own segment; it also hides a
     // response key tile's first step's rows of the previous response (they precede its keys).
@@ -224,7 +268,7 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
       warpgroup_gemm<false, -1>(mma_kv, tKVrP(_, _, _, scores_stage), tKVrdOt(_, _, _, do_stage), acc_dv);
       warpgroup_gemm<false, 2>(mma_kv, tKVrdS(_, _, _, scores_stage), tKVrQt(_, _, _, q_stage), acc_dk);
       const int64_t slot = dq_step_slot(step, work.tile, p.runs, tile_segments, tail_slots_begin, kBlockM);
-      add_dq_blocks<Config>(params, step.head, slot, acc_dq, warpgroup, warpgroup_thread);
+      held_dq.send_and_hold(dq_vectors<Config>(params, step.head, slot, warpgroup, warpgroup_thread), acc_dq);
     } else {
       warpgroup_gemm<false, -1>(mma_kv, tKVrP(_, _, _, scores_stage), tKVrdOt(_, _, _, do_stage), acc_dv);
       warpgroup_gemm<false, -1>(mma_kv, tKVrdS(_, _, _, scores_stage), tKVrQt(_, _, _, q_stage), acc_dk);
@@ -237,6 +281,7 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
     scores_stage ^= 1;
   }
   warpgroup_wait<0>();
+  if constexpr (kAccumulateDq) held_dq.send_held();
   if (release_pending) {
     q_pipeline.consumer_release(q_release_state);
     do_pipeline.consumer_release(do_release_state);
