@@ -1,8 +1,9 @@
 """dualkv.training.fuse_elementwise: a tiny Qwen3 (and Qwen3-MoE) policy with fused RMSNorm, gated-MLP
 and rotary-embedding layers gives the log-probs, entropies and parameter gradients of the eager model
 (fp32, on the CPU) at two stream lengths without recompiling, also under activation checkpointing;
-the fused RoPE is transformers' apply_rotary_pos_emb (fp32 and bf16); nothing outside the model
-changes."""
+so do tiny Qwen3.5 and Qwen3-Next policies with their zero-centred RMSNorms and partial RoPE fused;
+the fused RoPEs are transformers' apply_rotary_pos_emb and Qwen3.5's (fp32 and bf16); nothing
+outside the model changes."""
 
 import copy
 
@@ -13,7 +14,12 @@ from transformers.models.qwen3 import modeling_qwen3
 
 import dualkv
 from dualkv.training import PackedPolicy
-from dualkv.training.fused import _fused_apply_rotary_pos_emb, fuse_elementwise
+from dualkv.training.fused import (
+    _fused_apply_partial_rotary_pos_emb,
+    _fused_apply_rotary_pos_emb,
+    _fused_zero_centred_rms_norm_forward,
+    fuse_elementwise,
+)
 from dualkv.training.models import build_model, model_config
 
 PROMPTS = [[5, 9, 2, 7, 1, 3, 8], [4, 4]]
@@ -62,6 +68,27 @@ def test_fused_policy_equals_eager_policy(name):
     assert long_batch.input_ids.numel() > 2 * dualkv.pack(PROMPTS, RESPONSES).input_ids.numel()
     _assert_same_scores_and_grads(fused, eager, long_batch)
     assert _compiled_graphs() == graphs
+
+
+@pytest.mark.parametrize("name", ["tiny-qwen3.5", "tiny-qwen3-next"])
+def test_fused_hybrid_policy_equals_eager_policy(name):
+    """Qwen3.5's and Qwen3-Next's zero-centred RMSNorm and partial RoPE are fused too (the Gated
+    DeltaNet layers' gated norm is not an RMSNorm of either form and stays as it is)."""
+    eager = build_model(name, seed=4)
+    fused = copy.deepcopy(eager)
+    routed = fuse_elementwise(fused)
+    norms = [m for m in fused.modules() if type(m).__name__ in ("Qwen3_5RMSNorm", "Qwen3NextRMSNorm")]
+    attentions = [m for m in fused.modules() if type(m).__name__ in ("Qwen3_5Attention", "Qwen3NextAttention")]
+    config = model_config(name)
+    assert len(norms) == 2 * config.num_hidden_layers + 1 + 2 * len(attentions) and attentions
+    assert all(m.forward.__func__ is _fused_zero_centred_rms_norm_forward for m in norms)
+    assert all(
+        m.forward.__func__.__globals__["apply_rotary_pos_emb"] is _fused_apply_partial_rotary_pos_emb for m in attentions
+    )
+    assert routed >= len(norms) + len(attentions)
+    assert fuse_elementwise(fused) == routed
+    assert not any("forward" in m.__dict__ for m in eager.modules())
+    _assert_same_scores_and_grads(fused, eager, dualkv.pack(PROMPTS, RESPONSES))
 
 
 def _copies_of_heads(profiler, head_dim) -> list:
@@ -113,17 +140,23 @@ def _rope_inputs(tokens, dtype, generator, head_dim=64):
     return heads(4), heads(2), angles.cos().to(dtype), angles.sin().to(dtype)
 
 
+def _rope_results(fused_rope, eager_rope, q, k, cos, sin, generator):
+    """Each RoPE's (q, k) and the gradients of the inputs q and k under one random output gradient:
+    (fused, its gradients), (eager, its gradients)."""
+    results = [rope(q, k, cos, sin) for rope in (fused_rope, eager_rope)]
+    grads = [torch.randn(x.shape, generator=generator).to(x.dtype) for x in results[1]]
+    return [(out, torch.autograd.grad(out, (q, k), grads)) for out in results]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_fused_rope_is_transformers_rope(dtype, generator):
     eager_rope = modeling_qwen3.apply_rotary_pos_emb
     graphs = None
     for tokens in (37, 101, 250):
         q, k, cos, sin = _rope_inputs(tokens, dtype, generator)
-        expected = eager_rope(q, k, cos, sin)
-        got = _fused_apply_rotary_pos_emb(q, k, cos, sin)
-        grads = [torch.randn(x.shape, generator=generator).to(dtype) for x in expected]
-        expected_grads = torch.autograd.grad(expected, (q, k), grads)
-        got_grads = torch.autograd.grad(got, (q, k), grads)
+        (got, got_grads), (expected, expected_grads) = _rope_results(
+            _fused_apply_rotary_pos_emb, eager_rope, q, k, cos, sin, generator
+        )
         for a, b in zip(got, expected):
             assert a.dtype == b.dtype == dtype and a.shape == b.shape
         if dtype == torch.float32:
@@ -141,6 +174,28 @@ def test_fused_rope_is_transformers_rope(dtype, generator):
         if graphs is None:
             graphs = _compiled_graphs()  # compiled for the first length only
         assert _compiled_graphs() == graphs, tokens
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_partial_rope_is_qwen35_rope(dtype, generator):
+    """Qwen3.5 rotates the first quarter of each head's features (cos and sin are that wide) and
+    passes the rest through."""
+    from transformers.models.qwen3_5 import modeling_qwen3_5
+
+    eager_rope = modeling_qwen3_5.apply_rotary_pos_emb
+    for tokens in (37, 101):
+        q, k, _, _ = _rope_inputs(tokens, dtype, generator)
+        _, _, cos, sin = _rope_inputs(tokens, dtype, generator, head_dim=16)
+        (got, got_grads), (expected, expected_grads) = _rope_results(
+            _fused_apply_partial_rotary_pos_emb, eager_rope, q, k, cos, sin, generator
+        )
+        for a, b in zip(got, expected):
+            assert a.dtype == b.dtype == dtype and a.shape == b.shape
+            # The passed-through features are the inputs' own values, in any precision.
+            assert torch.equal(a[..., 16:], b[..., 16:])
+        tolerance = dict(rtol=1e-6, atol=1e-6) if dtype == torch.float32 else dict(rtol=1.6e-2, atol=4 * 2**-8)
+        for a, b in zip((*got, *got_grads), (*expected, *expected_grads)):
+            torch.testing.assert_close(a, b, **tolerance)
 
 
 def test_only_token_dimensions_are_symbolic(generator):

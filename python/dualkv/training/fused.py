@@ -1,6 +1,8 @@
-"""Fused elementwise layers for a transformers decoder: RMSNorm, the SiLU-gated MLP's activation and
-the rotary position embedding (RoPE), each one torch.compile'd kernel instead of PyTorch's eager
-chain of passes.
+"""Fused elementwise layers for a transformers decoder: RMSNorm (also the zero-centred form of
+Qwen3.5, Qwen3-Next and Gemma 3, whose weight is an offset from 1), the SiLU-gated MLP's activation
+and the rotary position embedding (RoPE, also Qwen3.5's partial one, which rotates the first
+features of each head and passes the rest), each one torch.compile'd kernel instead of PyTorch's
+eager chain of passes.
 
 Eager RMSNorm makes about six passes over its input (an fp32 copy, the square, the mean, the
 scale, the cast back, the weight) and the gated MLP two (SiLU, then the product); their backward
@@ -23,9 +25,9 @@ at a quarter of the static kernel's speed on an H200 (docs/decisions.md, "Fused 
 and RoPE are opt-in").
 
 RoPE is fused per attention module, with no process-wide effect: transformers' attention forward
-(Qwen3's, Qwen3-MoE's, and any other whose class forward calls a module-global
-`apply_rotary_pos_emb` with the code of transformers' standard one) looks that function up in its
-module's globals at call time. Each such module gets, as a method bound to it, the same forward
+(Qwen3's, Qwen3-MoE's, Qwen3.5's, and any other whose class forward calls a module-global
+`apply_rotary_pos_emb` with the code of transformers' standard one or of Qwen3.5's partial one)
+looks that function up in its module's globals at call time. Each such module gets, as a method bound to it, the same forward
 function (the same code object, not a copy of transformers' source) over a copy of those globals in
 which `apply_rotary_pos_emb` is the fused one. transformers' modules are not modified, so other
 models of the same class keep the eager RoPE. The copy is taken at the first fusion of that class:
@@ -68,6 +70,14 @@ def _rms_norm(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.T
 
 
 @torch.compile(dynamic=True, fullgraph=True)
+def _zero_centred_rms_norm(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    # Qwen3.5's (and Qwen3-Next's, Gemma 3's) RMSNorm: the weight is an offset from 1, applied in fp32.
+    x = hidden.float()
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return (x * (1.0 + weight.float())).type_as(hidden)
+
+
+@torch.compile(dynamic=True, fullgraph=True)
 def _silu_gate(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.silu(gate) * up
 
@@ -78,6 +88,12 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return (x * cos) + (torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin)
 
 
+def _rotate_partial(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # Qwen3.5's: the first cos.shape[-1] features rotated as above, the rest passed through.
+    rotary_dim = cos.shape[-1]
+    return torch.cat([_rotate(x[..., :rotary_dim], cos, sin), x[..., rotary_dim:]], dim=-1)
+
+
 @torch.compile(dynamic=True, fullgraph=True)
 def _rotary(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
@@ -85,23 +101,77 @@ def _rotary(
     return _rotate(q, cos, sin), _rotate(k, cos, sin)
 
 
-def _fused_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
-    """transformers' `apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)` (same signature, same
-    function) as one compiled function; the unsqueeze and transposes are views, done outside it."""
+@torch.compile(dynamic=True, fullgraph=True)
+def _partial_rotary(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _rotate_partial(q, cos, sin), _rotate_partial(k, cos, sin)
+
+
+def _apply_compiled_rotary(rotary: Callable, q, k, cos, sin, unsqueeze_dim):
+    """transformers' `apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim)` through the compiled
+    `rotary`; the unsqueeze and transposes are views, done outside it."""
     if unsqueeze_dim == 1:
         # q, k (B, H, T, d): in transformers' attention, transposes of the (B, T, H, d) projections.
         # Rotated in that storage order, the compiled backward returns their gradients in it too, so
         # the projections' backward views them without a copy (in the (B, H, T, d) order it would
         # return them contiguous in that order, and the projection's backward would copy q and k).
-        rotated = _fused_apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin, unsqueeze_dim=2)
+        rotated = _apply_compiled_rotary(rotary, q.transpose(1, 2), k.transpose(1, 2), cos, sin, 2)
         return tuple(x.transpose(1, 2) for x in rotated)
     cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
-    # The heads and the head dimension static: (B, T, H, d), the layout unsqueeze_dim 2 is used with.
-    return _rotary(*(_static_dims(x, (2, 3)) for x in (q, k, cos, sin)))
+    # The heads and the head (or rotary) dimension static: (B, T, H, d), the layout unsqueeze_dim 2
+    # is used with.
+    return rotary(*(_static_dims(x, (2, 3)) for x in (q, k, cos, sin)))
+
+
+def _fused_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    """transformers' standard `apply_rotary_pos_emb` (same signature, same function), compiled."""
+    return _apply_compiled_rotary(_rotary, q, k, cos, sin, unsqueeze_dim)
+
+
+def _fused_apply_partial_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    """Qwen3.5's `apply_rotary_pos_emb` (the first cos.shape[-1] features rotated), compiled."""
+    return _apply_compiled_rotary(_partial_rotary, q, k, cos, sin, unsqueeze_dim)
 
 
 def _is_rms_norm(module: torch.nn.Module) -> bool:
     return type(module).__name__.endswith("RMSNorm") and hasattr(module, "variance_epsilon")
+
+
+@functools.cache
+def _reference_zero_centred_norm_keys() -> tuple[tuple, tuple] | None:
+    """The code keys of Qwen3.5's RMSNorm forward and _norm (Qwen3-Next, Qwen3.5-MoE and Gemma 3
+    carry the same code); None without a transformers that has Qwen3.5, or where they are not plain
+    functions (kernelized), in which case no such norm is fused."""
+    try:
+        from transformers.models.qwen3_5 import modeling_qwen3_5
+    except ImportError:
+        return None
+    norm = modeling_qwen3_5.Qwen3_5RMSNorm
+    if not (isinstance(norm.forward, types.FunctionType) and isinstance(norm._norm, types.FunctionType)):
+        return None
+    return _code_key(norm.forward), _code_key(norm._norm)
+
+
+def _is_fused(module: torch.nn.Module, forward: Callable) -> bool:
+    """Whether fuse_elementwise already bound `forward` to `module`."""
+    return getattr(module.__dict__.get("forward"), "__func__", None) is forward
+
+
+def _is_zero_centred_rms_norm(module: torch.nn.Module) -> bool:
+    """A norm whose class runs exactly Qwen3.5's RMSNorm code, its forward not replaced on the
+    instance. Matched by code, not by name: a class that only looks like it keeps its forward."""
+    reference = _reference_zero_centred_norm_keys()
+    cls = type(module)
+    forward, norm = getattr(cls, "forward", None), getattr(cls, "_norm", None)
+    return (
+        reference is not None
+        and "forward" not in module.__dict__
+        and isinstance(forward, types.FunctionType)
+        and isinstance(norm, types.FunctionType)
+        and (_code_key(forward), _code_key(norm)) == reference
+        and isinstance(getattr(module, "weight", None), torch.Tensor)
+    )
 
 
 # torch's SiLU module and transformers' (ACT2FN["silu"]), which computes the same function.
@@ -128,28 +198,38 @@ def _code_key(function: types.FunctionType) -> tuple:
 
 
 @functools.cache
-def _reference_rope_keys() -> tuple[tuple, tuple] | None:
-    """The code keys of transformers' standard `apply_rotary_pos_emb` and `rotate_half` (Qwen3's;
-    Llama, Qwen2, Qwen3-MoE and many more carry the same code); None if they are not plain functions
-    (e.g. wrapped by a kernel-replacement library), in which case no RoPE is fused."""
+def _reference_ropes() -> tuple[tuple[tuple, tuple, Callable], ...]:
+    """(code key of `apply_rotary_pos_emb`, code key of `rotate_half`, the fused function) for
+    transformers' standard RoPE (Qwen3's; Llama, Qwen2, Qwen3-MoE and many more carry the same code)
+    and Qwen3.5's partial one (Qwen3.5-MoE and Qwen3-Next carry it). A reference that is not a plain
+    function (e.g. wrapped by a kernel-replacement library) is left out: such a RoPE is not fused."""
     from transformers.models.qwen3 import modeling_qwen3
 
-    rope, rotate_half = modeling_qwen3.apply_rotary_pos_emb, modeling_qwen3.rotate_half
-    if not (isinstance(rope, types.FunctionType) and isinstance(rotate_half, types.FunctionType)):
+    modules = [(modeling_qwen3, _fused_apply_rotary_pos_emb)]
+    try:
+        from transformers.models.qwen3_5 import modeling_qwen3_5
+
+        modules.append((modeling_qwen3_5, _fused_apply_partial_rotary_pos_emb))
+    except ImportError:
+        pass
+    references = []
+    for module, fused in modules:
+        rope, rotate_half = module.apply_rotary_pos_emb, module.rotate_half
+        if isinstance(rope, types.FunctionType) and isinstance(rotate_half, types.FunctionType):
+            references.append((_code_key(rope), _code_key(rotate_half), fused))
+    return tuple(references)
+
+
+def _fused_transformers_rope(function: object) -> Callable | None:
+    """The fused form of `function` if it is one of transformers' RoPEs (with its own module's
+    `rotate_half`), else None."""
+    if not isinstance(function, types.FunctionType):
         return None
-    return _code_key(rope), _code_key(rotate_half)
-
-
-def _is_transformers_rope(function: object) -> bool:
-    reference = _reference_rope_keys()
-    if reference is None or not isinstance(function, types.FunctionType):
-        return False
     rotate_half = function.__globals__.get("rotate_half")
-    return (
-        _code_key(function) == reference[0]
-        and isinstance(rotate_half, types.FunctionType)
-        and _code_key(rotate_half) == reference[1]
-    )
+    if not isinstance(rotate_half, types.FunctionType):
+        return None
+    keys = (_code_key(function), _code_key(rotate_half))
+    return next((fused for rope, half, fused in _reference_ropes() if (rope, half) == keys), None)
 
 
 # A class's forward -> the same function over globals in which `apply_rotary_pos_emb` is the fused
@@ -166,10 +246,11 @@ def _fused_rope_forward(module: torch.nn.Module) -> Callable | None:
         return None
     fused = _fused_rope_forwards.get(forward)
     if fused is None:
-        if not _is_transformers_rope(forward.__globals__.get(_ROPE)):
+        fused_rope = _fused_transformers_rope(forward.__globals__.get(_ROPE))
+        if fused_rope is None:
             return None
         namespace = dict(forward.__globals__)
-        namespace[_ROPE] = _fused_apply_rotary_pos_emb
+        namespace[_ROPE] = fused_rope
         fused = types.FunctionType(
             forward.__code__, namespace, forward.__name__, forward.__defaults__, forward.__closure__
         )
@@ -186,14 +267,20 @@ def _fused_rms_norm_forward(self, hidden: torch.Tensor) -> torch.Tensor:
     return _rms_norm(_features_static(hidden), self.weight, self.variance_epsilon)
 
 
+def _fused_zero_centred_rms_norm_forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    return _zero_centred_rms_norm(_features_static(hidden), self.weight, self.eps)
+
+
 def _fused_mlp_forward(self, x: torch.Tensor) -> torch.Tensor:
     return self.down_proj(_silu_gate(_features_static(self.gate_proj(x)), _features_static(self.up_proj(x))))
 
 
 def fuse_elementwise(model: torch.nn.Module) -> int:
-    """Routes every RMSNorm (transformers' `*RMSNorm` with `variance_epsilon`), every SiLU-gated
+    """Routes every RMSNorm (transformers' `*RMSNorm` with `variance_epsilon`, and every norm whose
+    class runs Qwen3.5's zero-centred RMSNorm code: Qwen3.5, Qwen3-Next, Gemma 3), every SiLU-gated
     MLP (`gate_proj`, `up_proj`, `down_proj`, `act_fn` SiLU) and the RoPE of every attention module
-    whose class forward calls transformers' `apply_rotary_pos_emb` (see the module docstring) of
+    whose class forward calls transformers' standard or Qwen3.5's partial `apply_rotary_pos_emb`
+    (see the module docstring) of
     `model` through the fused functions, in place, and returns how many modules it routed: each
     norm, MLP and attention module counts once. Calling it again is harmless: it binds the same
     functions to the same modules and returns the same number. Call it before FSDP sharding or
@@ -205,6 +292,8 @@ def fuse_elementwise(model: torch.nn.Module) -> int:
     for module in model.modules():
         if _is_rms_norm(module):
             module.forward = types.MethodType(_fused_rms_norm_forward, module)
+        elif _is_zero_centred_rms_norm(module) or _is_fused(module, _fused_zero_centred_rms_norm_forward):
+            module.forward = types.MethodType(_fused_zero_centred_rms_norm_forward, module)
         elif _is_silu_gated_mlp(module):
             module.forward = types.MethodType(_fused_mlp_forward, module)
         elif (forward := _fused_rope_forward(module)) is not None:
