@@ -71,6 +71,24 @@ def test_fused_elementwise_layers_give_the_same_updates(tmp_path):
             assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-7), key
 
 
+@pytest.mark.parametrize("model", ["tiny-qwen3", "tiny-qwen3.5"])
+def test_fused_elementwise_layers_train_in_bf16(tmp_path, model):
+    """The default bf16 compute with a frozen reference copy calls each fused function in more
+    variants (dtypes, grad modes, ranks, a strided query) than Dynamo's default recompile limit
+    allows; with a compiled function at its limit, the first update failed."""
+    write_rollouts(tmp_path / "rollouts.jsonl", records(rollouts()))
+    log = tmp_path / "steps.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-m", "dualkv.training", "--model", model, "--rollouts", str(tmp_path / "rollouts.jsonl"),
+         "--fuse-elementwise", "--groups-per-step", "4", "--max-tokens", "40", "--device", "cpu",
+         "--metrics-log", str(log)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (step,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert math.isfinite(step["loss"]) and step["grad_norm"] > 0 and not step["skipped"]
+
+
 def test_command_line_names_a_rollout_file_of_unknown_format(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "dualkv.training", "--rollouts", str(tmp_path / "rollouts.csv"), "--device", "cpu"],

@@ -56,6 +56,21 @@ def _static_dims(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     return x
 
 
+# One training step can call each compiled function below in more variants than Dynamo's default
+# limit of 8 per function, after which a fullgraph compilation fails: ranks 3 and 4 (hidden states,
+# per-head q/k norms), a strided input (Qwen3.5's query is a chunk of a wider projection), grad mode
+# on and off (the old policy's log-probs), inputs that do and do not require grad, fp32 and bf16. So
+# they run with a higher limit, set for their own calls only.
+_RECOMPILE_LIMIT = 64
+
+
+def _call_compiled(function: Callable, *args):
+    if torch.compiler.is_compiling():  # inside a compiled caller, whose trace inlines the function
+        return function(*args)
+    with torch._dynamo.config.patch(recompile_limit=_RECOMPILE_LIMIT):
+        return function(*args)
+
+
 def _features_static(x: torch.Tensor) -> torch.Tensor:
     """The last dimension static: the hidden size of a norm or an MLP, the head dimension of a
     per-head norm."""
@@ -121,7 +136,7 @@ def _apply_compiled_rotary(rotary: Callable, q, k, cos, sin, unsqueeze_dim):
     cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
     # The heads and the head (or rotary) dimension static: (B, T, H, d), the layout unsqueeze_dim 2
     # is used with.
-    return rotary(*(_static_dims(x, (2, 3)) for x in (q, k, cos, sin)))
+    return _call_compiled(rotary, *(_static_dims(x, (2, 3)) for x in (q, k, cos, sin)))
 
 
 def _fused_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
@@ -264,15 +279,16 @@ def _fused_rope_forward(module: torch.nn.Module) -> Callable | None:
 
 
 def _fused_rms_norm_forward(self, hidden: torch.Tensor) -> torch.Tensor:
-    return _rms_norm(_features_static(hidden), self.weight, self.variance_epsilon)
+    return _call_compiled(_rms_norm, _features_static(hidden), self.weight, self.variance_epsilon)
 
 
 def _fused_zero_centred_rms_norm_forward(self, hidden: torch.Tensor) -> torch.Tensor:
-    return _zero_centred_rms_norm(_features_static(hidden), self.weight, self.eps)
+    return _call_compiled(_zero_centred_rms_norm, _features_static(hidden), self.weight, self.eps)
 
 
 def _fused_mlp_forward(self, x: torch.Tensor) -> torch.Tensor:
-    return self.down_proj(_silu_gate(_features_static(self.gate_proj(x)), _features_static(self.up_proj(x))))
+    gated = _call_compiled(_silu_gate, _features_static(self.gate_proj(x)), _features_static(self.up_proj(x)))
+    return self.down_proj(gated)
 
 
 def fuse_elementwise(model: torch.nn.Module) -> int:
