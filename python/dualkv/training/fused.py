@@ -168,20 +168,22 @@ def _reference_zero_centred_norm_keys() -> tuple[tuple, tuple] | None:
     return _code_key(norm.forward), _code_key(norm._norm)
 
 
-def _is_fused(module: torch.nn.Module, forward: Callable) -> bool:
-    """Whether fuse_elementwise already bound `forward` to `module`."""
-    return getattr(module.__dict__.get("forward"), "__func__", None) is forward
+def _forward_is_free(module: torch.nn.Module, fused: Callable) -> bool:
+    """Whether `module` runs its class's forward or `fused`, already bound by fuse_elementwise
+    (binding it again changes nothing). A forward something else put on the instance is left alone."""
+    own = module.__dict__.get("forward")
+    return own is None or getattr(own, "__func__", None) is fused
 
 
 def _is_zero_centred_rms_norm(module: torch.nn.Module) -> bool:
-    """A norm whose class runs exactly Qwen3.5's RMSNorm code, its forward not replaced on the
-    instance. Matched by code, not by name: a class that only looks like it keeps its forward."""
+    """A norm whose class runs exactly Qwen3.5's RMSNorm code, its forward not replaced by something
+    else. Matched by code, not by name: a class that only looks like it keeps its forward."""
     reference = _reference_zero_centred_norm_keys()
     cls = type(module)
     forward, norm = getattr(cls, "forward", None), getattr(cls, "_norm", None)
     return (
         reference is not None
-        and "forward" not in module.__dict__
+        and _forward_is_free(module, _fused_zero_centred_rms_norm_forward)
         and isinstance(forward, types.FunctionType)
         and isinstance(norm, types.FunctionType)
         and (_code_key(forward), _code_key(norm)) == reference
@@ -272,10 +274,7 @@ def _fused_rope_forward(module: torch.nn.Module) -> Callable | None:
         functools.update_wrapper(fused, forward)  # name, docstring, annotations, __wrapped__
         fused.__kwdefaults__ = forward.__kwdefaults__
         _fused_rope_forwards[forward] = fused
-    own = module.__dict__.get("forward")
-    if own is not None and getattr(own, "__func__", None) is not fused:
-        return None
-    return fused
+    return fused if _forward_is_free(module, fused) else None
 
 
 def _fused_rms_norm_forward(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -308,7 +307,7 @@ def fuse_elementwise(model: torch.nn.Module) -> int:
     for module in model.modules():
         if _is_rms_norm(module):
             module.forward = types.MethodType(_fused_rms_norm_forward, module)
-        elif _is_zero_centred_rms_norm(module) or _is_fused(module, _fused_zero_centred_rms_norm_forward):
+        elif _is_zero_centred_rms_norm(module):
             module.forward = types.MethodType(_fused_zero_centred_rms_norm_forward, module)
         elif _is_silu_gated_mlp(module):
             module.forward = types.MethodType(_fused_mlp_forward, module)
