@@ -145,12 +145,23 @@ def dualkv_attention_forward(
         )
     # (1, H, T, d) -> (T, H, d) views: the op takes any strides with a contiguous head dimension.
     # squeeze, not [0]: select's backward would write each gradient into a new zeroed tensor.
-    q, k, v = (x.squeeze(0).transpose(0, 1) for x in (query, key, value))
+    q, k, v = (x.squeeze(0).transpose(0, 1).to(_probe_dtype(x)) for x in (query, key, value))
     out = _attend(q, k, v, dualkv_layout, softmax_scale=scaling)
     # After the call, so that arguments the operator refuses are reported as such, not as a failed
     # check; in the dtype the kernels ran in (under autocast, the autocast dtype).
     _self_check_once(query.device, out.dtype, query.shape[1], key.shape[1], query.shape[3])
-    return out.unsqueeze(0), None
+    return out.to(query.dtype).unsqueeze(0), None
+
+
+def _probe_dtype(x: torch.Tensor) -> torch.dtype:
+    """The model check probes a model as built, on CUDA often in fp32 master weights that FSDP2's
+    mixed precision casts only when it computes; the CUDA kernels take fp16 and bf16. The probe
+    reads only which gradients are zero: bf16 has fp32's exponent range and the kernels never read
+    a key outside a query's ranges, so it answers as fp32 would. Outside the probe, fp32 on CUDA
+    stays the operator's error."""
+    if token_mixing.probing() and x.is_cuda and x.dtype == torch.float32:
+        return torch.bfloat16
+    return x.dtype
 
 
 # --- Sequence parallelism ----------------------------------------------------------------------

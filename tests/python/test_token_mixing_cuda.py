@@ -17,11 +17,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _model(name):
+def _model(name, dtype=torch.bfloat16):
     config = CONFIGS[name]()
     config.head_dim = 64  # compiled for the CUDA kernels (the tiny configs' 16 is not)
     torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(config, attn_implementation="dualkv").to("cuda", torch.bfloat16)
+    return AutoModelForCausalLM.from_config(config, attn_implementation="dualkv").to("cuda", dtype)
 
 
 @pytest.mark.parametrize("name", ["qwen3", "qwen3_moe", "llama"])
@@ -34,3 +34,15 @@ def test_a_layer_that_mixes_tokens_is_refused_on_cuda():
     model.model.layers[1].mlp = WithRunningSum(model.model.layers[1].mlp)
     with pytest.raises(UnsupportedModelError, match=r"RunningSum at model\.layers\.1\.mlp\.mixer"):
         check_token_mixing(model)
+
+
+def test_an_fp32_model_is_checked_on_cuda_and_its_fp32_calls_are_refused():
+    """fp32 master weights on CUDA (FSDP2's mixed precision computes in bf16 later): the check
+    passes, and a direct fp32 call is still the operator's clear error, not a silent cast."""
+    model = _model("qwen3", torch.float32)
+    check_token_mixing(model)
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    layout = dualkv.Layout.from_lengths([5], [[3, 4]])
+    ids = torch.randint(0, model.config.vocab_size, (1, layout.num_tokens), device="cuda")
+    with pytest.raises(ValueError, match=r"'q\.dtype': float32 is not compiled for CUDA"):
+        model(input_ids=ids, position_ids=layout.position_ids[None].cuda(), dualkv_layout=layout, use_cache=False)
