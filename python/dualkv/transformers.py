@@ -145,12 +145,15 @@ def dualkv_attention_forward(
         )
     # (1, H, T, d) -> (T, H, d) views: the op takes any strides with a contiguous head dimension.
     # squeeze, not [0]: select's backward would write each gradient into a new zeroed tensor.
-    q, k, v = (x.squeeze(0).transpose(0, 1).to(_probe_dtype(x)) for x in (query, key, value))
+    probe_dtype = _probe_dtype(query)
+    q, k, v = (x.squeeze(0).transpose(0, 1).to(probe_dtype) for x in (query, key, value))
     out = _attend(q, k, v, dualkv_layout, softmax_scale=scaling)
     # After the call, so that arguments the operator refuses are reported as such, not as a failed
     # check; in the dtype the kernels ran in (under autocast, the autocast dtype).
     _self_check_once(query.device, out.dtype, query.shape[1], key.shape[1], query.shape[3])
-    return out.to(query.dtype).unsqueeze(0), None
+    if probe_dtype != query.dtype:
+        out = out.to(query.dtype)
+    return out.unsqueeze(0), None
 
 
 def _probe_dtype(x: torch.Tensor) -> torch.dtype:
