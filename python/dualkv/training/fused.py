@@ -27,12 +27,13 @@ and RoPE are opt-in").
 RoPE is fused per attention module, with no process-wide effect: transformers' attention forward
 (Qwen3's, Qwen3-MoE's, Qwen3.5's, and any other whose class forward calls a module-global
 `apply_rotary_pos_emb` with the code of transformers' standard one or of Qwen3.5's partial one)
-looks that function up in its module's globals at call time. Each such module gets, as a method bound to it, the same forward
-function (the same code object, not a copy of transformers' source) over a copy of those globals in
-which `apply_rotary_pos_emb` is the fused one. transformers' modules are not modified, so other
-models of the same class keep the eager RoPE. The copy is taken at the first fusion of that class:
-a later reassignment of a global in transformers' module (e.g. by a kernel-replacement library) is
-not seen by the fused modules; mutations of the objects it holds (the attention registry) are.
+looks that function up in its module's globals at call time. Each such module gets, as a method
+bound to it, the same forward function (the same code object, not a copy of transformers' source)
+over a copy of those globals in which `apply_rotary_pos_emb` is the fused one. transformers'
+modules are not modified, so other models of the same class keep the eager RoPE. The copy is taken
+at the first fusion of that class: a later reassignment of a global in transformers' module (e.g.
+by a kernel-replacement library) is not seen by the fused modules; mutations of the objects it
+holds (the attention registry) are.
 """
 
 from __future__ import annotations
@@ -295,9 +296,8 @@ def fuse_elementwise(model: torch.nn.Module) -> int:
     class runs Qwen3.5's zero-centred RMSNorm code: Qwen3.5, Qwen3-Next, Gemma 3), every SiLU-gated
     MLP (`gate_proj`, `up_proj`, `down_proj`, `act_fn` SiLU) and the RoPE of every attention module
     whose class forward calls transformers' standard or Qwen3.5's partial `apply_rotary_pos_emb`
-    (see the module docstring) of
-    `model` through the fused functions, in place, and returns how many modules it routed: each
-    norm, MLP and attention module counts once. Calling it again is harmless: it binds the same
+    (see the module docstring) of `model` through the fused functions, in place, and returns how
+    many modules it routed: each norm, MLP and attention module counts once. Calling it again is harmless: it binds the same
     functions to the same modules and returns the same number. Call it before FSDP sharding or
     after: parameters are read at each call. The new forwards are methods bound to their modules,
     so a deep copy of the model (a frozen reference policy) runs on its own weights. Other modules,
