@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""One step-benchmark report from several runs of bench/run_step_bench.py, each of its own (P, N):
-the whole grid takes hours, so it can run one configuration per invocation, each with its own
---out, and be merged here.
+"""One step-benchmark report from several runs of bench/run_step_bench.py: the whole grid takes
+hours, so it can run one configuration, or one method, per invocation, each with its own --out,
+and be merged here.
 
     python3 bench/merge_step_results.py build/step/*/ --out build/step-merged
 
 Takes step_bench.json files or folders holding one. The runs must describe the same step on the
-same hardware (COMPATIBLE fields equal) and hold distinct (P, N), else nothing is written and the
-differing field or the repeated configuration is named. Writes step_bench.json, step_bench.txt and,
+same hardware (COMPATIBLE fields equal). Runs of one (P, N) merge into one entry when they ran the
+same workload (every field of the entry but its methods equal: the seeded rollouts' token and
+pair counts) and distinct methods. Otherwise nothing is written and the differing field, or the
+method given twice, is named. Writes step_bench.json, step_bench.txt and,
 with matplotlib, step_bench.png under --out as run_step_bench.py does, entries sorted by (P, N); the
 JSON's "sources" lists each input file with the torch version it ran on.
 """
@@ -40,17 +42,11 @@ def load(path: pathlib.Path) -> tuple[pathlib.Path, dict]:
 def merge(runs: list[tuple[pathlib.Path, dict]]) -> dict:
     """The merged report of (file, report) pairs; ValueError naming the first incompatibility."""
     first_file, first = runs[0]
-    seen = {}
     for file, report in runs:
         for field in COMPATIBLE:
             value, first_value = (r.get(field, ABSENT_MEANS.get(field)) for r in (report, first))
             if value != first_value:
                 raise ValueError(f"{field} differs: {first_value!r} in {first_file}, {value!r} in {file}")
-        for entry in report["entries"]:
-            key = (entry["P"], entry["N"])
-            if key in seen:
-                raise ValueError(f"P={key[0]} N={key[1]} is in both {seen[key]} and {file}")
-            seen[key] = file
     versions = {report["torch"] for _, report in runs}
     return {
         **first,
@@ -59,9 +55,32 @@ def merge(runs: list[tuple[pathlib.Path, dict]]) -> dict:
         # Which methods were skipped (and why) depends on the device type, the same in every run;
         # a run with --methods may name fewer of them.
         "skipped_methods": {m: why for _, report in runs for m, why in report["skipped_methods"].items()},
-        "entries": sorted((e for _, report in runs for e in report["entries"]), key=lambda e: (e["P"], e["N"])),
+        "entries": sorted(_merged_entries(runs), key=lambda e: (e["P"], e["N"])),
         "sources": [{"file": str(file), "torch": report["torch"]} for file, report in runs],
     }
+
+
+def _merged_entries(runs: list[tuple[pathlib.Path, dict]]) -> list[dict]:
+    """One entry per (P, N): the runs' methods of that configuration together, in the order the
+    runs are given; ValueError where two runs of it differ in workload or share a method."""
+    merged = {}  # (P, N) -> (entry, the file it first came from, {method: its file})
+    for file, report in runs:
+        for entry in report["entries"]:
+            key = (entry["P"], entry["N"])
+            if key not in merged:
+                sources = dict.fromkeys(entry["methods"], file)
+                merged[key] = ({**entry, "methods": dict(entry["methods"])}, file, sources)
+                continue
+            into, into_file, source = merged[key]
+            for field in sorted((set(entry) | set(into)) - {"methods"}):
+                if entry.get(field) != into.get(field):
+                    raise ValueError(f"P={key[0]} N={key[1]}: {field} differs: {into.get(field)!r} in {into_file}, "
+                                     f"{entry.get(field)!r} in {file}")
+            for method, result in entry["methods"].items():
+                if method in source:
+                    raise ValueError(f"P={key[0]} N={key[1]} {method} is in both {source[method]} and {file}")
+                into["methods"][method], source[method] = result, file
+    return [entry for entry, _, _ in merged.values()]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,6 +1,6 @@
 """The step benchmark's outputs: its table rows and its step_bench.json, .txt and .png. Shared by
-bench/run_step_bench.py (one run) and bench/merge_step_results.py (runs of one (P, N) each, merged),
-so a merged report reads exactly like one run's."""
+bench/run_step_bench.py (one run) and bench/merge_step_results.py (runs of one (P, N) or one
+method each, merged), so a merged report reads exactly like one run's."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """bench/merge_step_results.py on two real CPU runs of bench/run_step_bench.py (tiny Qwen3, one
-(P, N) each, as the GPU grid runs): the merged table, JSON and sources, and its refusals."""
+(P, N) each, as the GPU grid runs): the merged table, JSON and sources, runs of one (P, N) with
+different methods merged into one entry, and its refusals."""
 
 import copy
 import json
@@ -113,7 +114,7 @@ def test_refuses_a_configuration_given_twice_and_writes_nothing(runs, tmp_path):
     (copy_folder / "step_bench.json").write_text((runs[0] / "step_bench.json").read_text())
     result = _merge_command(runs[0], runs[1], copy_folder, "--out", tmp_path / "merged")
     assert result.returncode == 1
-    assert result.stderr.strip() == (f"merge_step_results.py: refusing to merge: P=16 N=3 is in both "
+    assert result.stderr.strip() == (f"merge_step_results.py: refusing to merge: P=16 N=3 dualkv is in both "
                                      f"{runs[0] / 'step_bench.json'} and {copy_folder / 'step_bench.json'}")
     assert not (tmp_path / "merged").exists()
 
@@ -125,3 +126,40 @@ def test_refuses_to_overwrite_an_input_or_read_a_folder_without_a_report(runs, t
     result = _merge_command(runs[0], tmp_path, "--out", tmp_path / "merged")
     assert result.returncode == 1
     assert f"refusing to merge: {tmp_path}: no step_bench.json there" in result.stderr
+
+
+def _as_method(report: dict, method: str) -> dict:
+    """The report with every entry's one CPU method (dualkv) renamed: what a run of the same
+    workload with --methods METHOD writes (only dualkv runs on a CPU)."""
+    other = copy.deepcopy(report)
+    for entry in other["entries"]:
+        (result,) = entry["methods"].values()
+        entry["methods"] = {method: {**result, "step_s": result["step_s"] * 3}}
+    return other
+
+
+def test_runs_of_one_configuration_with_different_methods_make_one_entry(runs, tmp_path):
+    (a, first), (b, second) = [merge_step_results.load(folder) for folder in runs]
+    ncopy_file = tmp_path / "ncopy.json"
+    ncopy = _as_method(first, "flash_ncopy")
+    merged = merge_step_results.merge([(a, first), (b, second), (ncopy_file, ncopy)])
+    assert [(e["P"], e["N"]) for e in merged["entries"]] == [(16, 2), (16, 3)]
+    assert merged["entries"][0] == second["entries"][0]
+    (entry,) = first["entries"]
+    assert merged["entries"][1] == {**entry, "methods": {**entry["methods"], **ncopy["entries"][0]["methods"]}}
+    assert list(merged["entries"][1]["methods"]) == ["dualkv", "flash_ncopy"]  # the order the runs are given
+    assert [row.split()[2] for row in step_report.table(merged).splitlines()[1:]] == ["dualkv", "dualkv", "flash_ncopy"]
+    # Given first, the other method leads.
+    again = merge_step_results.merge([(ncopy_file, ncopy), (a, first)])
+    assert list(again["entries"][0]["methods"]) == ["flash_ncopy", "dualkv"]
+
+
+@pytest.mark.parametrize("field", ["packed_tokens", "ncopy_pairs", "scored_tokens"])
+def test_refuses_one_configuration_whose_runs_ran_different_workloads(runs, field):
+    (a, first), _ = [merge_step_results.load(folder) for folder in runs]
+    other = _as_method(first, "flash_ncopy")
+    value = first["entries"][0][field]
+    other["entries"][0][field] = value + 1
+    with pytest.raises(ValueError) as refused:
+        merge_step_results.merge([(a, first), (pathlib.Path("other.json"), other)])
+    assert str(refused.value) == f"P=16 N=3: {field} differs: {value!r} in {a}, {value + 1!r} in other.json"
