@@ -34,8 +34,11 @@ Reported per (P, N, method): median step time over --repeats after --warmup step
 compiles then; --warmup-micro-batches K warms up on the step's first K micro-batches only),
 tokens/s (packed and N-copy), peak memory (max over ranks), MFU honest (deduplicated FLOPs) and
 effective (N-copy FLOPs) per GPU (bench/step_workload.py), and the largest micro-batch in
-responses that fits (doubling from 1 up to --max-fit; --max-fit 0 skips the search, one process
-only: an out-of-memory on one rank would leave the others waiting in a collective). Each size is probed
+responses that fits (the largest power of two up to --max-fit: searched from the timed micro-batch
+rounded down to a power of two, doubling while the next size fits or halving until one does, so
+that the small sizes, each of which costs compiles and autotuning at new shapes, are probed only
+when needed; --max-fit 0 skips the search, one process only: an out-of-memory on one rank would
+leave the others waiting in a collective). Each size is probed
 with the step itself, on synthetic groups of the same P and N, moved to the device as the timed
 step moves them: two micro-batches of that size (the first one's gradients alive during the
 second), or one where the step's own batch is a single micro-batch at that size. The search's
@@ -194,7 +197,7 @@ def _run_method(method, policy, groups, micro_batch, args, device, world, sequen
     split = work.ncopy_micro_batches if method in NCOPY_METHODS else work.packed_micro_batches
     result = {}
     if world == 1 and args.max_fit > 0:
-        result["largest_micro_batch"] = _largest_fit(policy, split, groups, args, device)
+        result["largest_micro_batch"] = _largest_fit(policy, split, groups, args, device, micro_batch)
         # The search ran several stream lengths, after which torch.compile's automatic dynamic
         # shapes recompile FlexAttention with a symbolic length (0.6 s slower per 36-layer step at
         # P = 8K, N = 32: docs/decisions.md, "Which FlexAttention"). Clearing the compile caches lets the warm-up
@@ -285,12 +288,13 @@ def _packed(batch: dualkv.PackedBatch | SequenceShard) -> dualkv.PackedBatch:
     return batch.packed if isinstance(batch, SequenceShard) else batch
 
 
-def _largest_fit(policy, split, groups, args, device) -> int:
-    """Doubling from 1 response: the largest micro-batch whose step runs, up to --max-fit; 0 when
-    even one response does not fit. Each size runs _step as the timed step runs it, on micro-batches
-    moved to the device up front: two of that size from a synthetic pool of groups like `groups`
-    (so the first one's gradients are alive during the second's forward and backward), or one when
-    `groups` at that size make a single micro-batch (a step with no gradient accumulation)."""
+def _largest_fit(policy, split, groups, args, device, start: int) -> int:
+    """The largest power of two up to --max-fit whose step runs, 0 when even one response does not
+    fit: from `start` rounded down to a power of two, doubling while the next size fits, or halving
+    until a size fits (memory grows with the size). Each size runs _step as the timed step runs it, on micro-batches moved to the
+    device up front: two of that size from a synthetic pool of groups like `groups` (so the first
+    one's gradients are alive during the second's forward and backward), or one when `groups` at
+    that size make a single micro-batch (a step with no gradient accumulation)."""
     n = len(groups[0].responses)
     # Enough groups for two micro-batches of --max-fit responses: ceil(2 size / N) groups split into
     # at least two micro-batches of `size` in either stream (packed: one group already does when size < N).
@@ -299,24 +303,34 @@ def _largest_fit(policy, split, groups, args, device) -> int:
         policy.lm.config.vocab_size, seed=args.seed + 1,
     )
     advantages = _advantages(pool, device)
-    largest, size = 0, 1
-    while size <= args.max_fit:
+
+    def fits(size: int) -> bool:
         count = min(2, len(split(groups, size)))  # the timed step's micro-batches at this size, up to 2
         needed = pool[: -(-count * size // n)]  # just the groups those micro-batches take
-        fits = True
+        ran = True
         try:
             batches = [(b.to(device), ids) for b, ids in split(needed, size)[:count]]
             _step(policy, batches, advantages)
             synchronize(device)
         except torch.OutOfMemoryError:
-            fits = False
+            ran = False
         batches = None
-        if not fits:
+        if ran:
+            _free(device)
+        else:
             _recover(policy, device)  # outside the handler: its traceback holds the step's tensors
-            break
-        largest, size = size, size * 2
-        _free(device)
-    return largest
+        return ran
+
+    size = 1 << (min(start, args.max_fit).bit_length() - 1)
+    if fits(size):
+        while 2 * size <= args.max_fit and fits(2 * size):
+            size *= 2
+        return size
+    while size > 1:
+        size //= 2
+        if fits(size):
+            return size
+    return 0
 
 
 def _advantages(groups, device) -> dict:

@@ -288,7 +288,7 @@ def test_fit_probe_runs_the_step_on_two_micro_batches_with_gradients_alive(group
 
     policy.register_forward_pre_hook(record)
     step_groups = synthetic_rollouts(groups, 4, 5, (3, 9), policy.lm.config.vocab_size, seed=3)
-    found = bench._largest_fit(policy, work.packed_micro_batches, step_groups, _args(), torch.device("cpu"))
+    found = bench._largest_fit(policy, work.packed_micro_batches, step_groups, _args(), torch.device("cpu"), 1)
     assert found == largest
     # Sizes 1 and 2: old log-probs of both micro-batches first, then forward + backward of each, the
     # second's forward with the first one's gradients alive; gradients dropped after each step.
@@ -301,6 +301,34 @@ def test_fit_probe_runs_the_step_on_two_micro_batches_with_gradients_alive(group
     else:
         assert calls == [(4, False, False), (4, True, False)]
     assert all(p.grad is None for p in policy.parameters())
+
+
+@pytest.mark.parametrize(
+    ("start", "max_fit", "limit", "probed", "largest"),
+    [(8, 64, 40, [8, 16, 32, 64], 32),  # doubling from the start until a size does not fit
+     (12, 64, 64, [8, 16, 32, 64], 64),  # the start rounded down to a power of two; --max-fit is tried
+     (8, 64, 3, [8, 4, 2], 2),  # halving until a size fits
+     (8, 64, 0, [8, 4, 2, 1], 0),  # not even one response
+     (32, 4, 64, [4], 4)],  # the start capped at --max-fit
+)
+def test_fit_search_starts_at_the_timed_micro_batch(start, max_fit, limit, probed, largest, monkeypatch):
+    # Memory grows with the size: the search finds the largest fitting power of two up to --max-fit,
+    # as doubling from 1 does, without probing the sizes below the start that fits.
+    sizes = []
+
+    def step(policy, micro_batches, advantages):
+        sizes.append(max(batch.num_responses for batch, _ in micro_batches))
+        if sizes[-1] > limit:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(bench, "_step", step)
+    recovered = []
+    monkeypatch.setattr(bench, "_recover", lambda policy, device: recovered.append(sizes[-1]))
+    groups = synthetic_rollouts(1, 8, 5, (3, 9), 128, seed=3)
+    found = bench._largest_fit(_tiny_policy(), work.ncopy_micro_batches, groups, _args(max_fit=max_fit),
+                               torch.device("cpu"), start)
+    assert (found, sizes) == (largest, probed)
+    assert recovered == [size for size in probed if size > limit]  # after every size that ran out of memory
 
 
 def _run_with_memory_limit(monkeypatch, limit, world=1, micro_batch=8):
