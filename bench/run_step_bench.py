@@ -289,12 +289,13 @@ def _packed(batch: dualkv.PackedBatch | SequenceShard) -> dualkv.PackedBatch:
 
 
 def _largest_fit(policy, split, groups, args, device, start: int) -> int:
-    """The largest power of two up to --max-fit whose step runs, 0 when even one response does not
-    fit: from `start` rounded down to a power of two, doubling while the next size fits, or halving
-    until a size fits (memory grows with the size). Each size runs _step as the timed step runs it, on micro-batches moved to the
-    device up front: two of that size from a synthetic pool of groups like `groups` (so the first
-    one's gradients are alive during the second's forward and backward), or one when `groups` at
-    that size make a single micro-batch (a step with no gradient accumulation)."""
+    """The largest power of two up to --max-fit whose step runs, 0 when even one response does not fit:
+    from `start` rounded down to a power of two, doubling while the next size fits, or halving until
+    a size fits (memory grows with the size). Each size runs _step as the timed step runs it, on
+    micro-batches moved to the device up front: two of that size from a synthetic pool of groups
+    like `groups` (so the first one's gradients are alive during the second's forward and backward),
+    or one when `groups` at that size make a single micro-batch (a step with no gradient
+    accumulation)."""
     n = len(groups[0].responses)
     # Enough groups for two micro-batches of --max-fit responses: ceil(2 size / N) groups split into
     # at least two micro-batches of `size` in either stream (packed: one group already does when size < N).
