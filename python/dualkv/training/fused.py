@@ -297,12 +297,12 @@ def fuse_elementwise(model: torch.nn.Module) -> int:
     MLP (`gate_proj`, `up_proj`, `down_proj`, `act_fn` SiLU) and the RoPE of every attention module
     whose class forward calls transformers' standard or Qwen3.5's partial `apply_rotary_pos_emb`
     (see the module docstring) of `model` through the fused functions, in place, and returns how
-    many modules it routed: each norm, MLP and attention module counts once. Calling it again is harmless: it binds the same
-    functions to the same modules and returns the same number. Call it before FSDP sharding or
-    after: parameters are read at each call. The new forwards are methods bound to their modules,
-    so a deep copy of the model (a frozen reference policy) runs on its own weights. Other modules,
-    and an attention module whose forward something else already replaced, are left as they are;
-    nothing outside `model` changes."""
+    many modules it routed: each norm, MLP and attention module counts once. Calling it again is
+    harmless: it binds the same functions to the same modules and returns the same number. Call it
+    before FSDP sharding or after: parameters are read at each call. The new forwards are methods
+    bound to their modules, so a deep copy of the model (a frozen reference policy) runs on its own
+    weights. Other modules, and an attention module whose forward something else already replaced,
+    are left as they are; nothing outside `model` changes."""
     changed = 0
     for module in model.modules():
         if _is_rms_norm(module):
