@@ -21,6 +21,14 @@
 
 namespace dualkv::detail::sm90 {
 
+// What the producer writes beside a step's Q stage (key_tile_common.cuh): the step after it in the
+// walk, unless the step is the walk's last. The consumers read it while the step's S^T runs, so
+// the next step is in registers by the time its stage lands.
+struct HandedStep {
+  QueryStep next;
+  int last;
+};
+
 // Each consumer warpgroup owns 64 keys of the tile.
 template <typename Element, int kHeadDim>
 using KeySplitCommon = BackwardConfigCommon<Element, kHeadDim, find_backward_tile_shape(kHeadDim)->block_n / 64>;
@@ -94,7 +102,8 @@ struct BackwardConfig : KeySplitCommon<Element_, kHeadDim_> {
     alignas(128) float dq_staged[kConsumerWarpgroups][kStagedDqFloats];  // atomic mode: dQ blocks in register order
     alignas(16) float lse_log2[kStages][kStatsFloats];  // from the 16-byte aligned row start at or before the tile
     alignas(16) float delta[kStages][kStatsFloats];
-    QueryStep steps[kStages];                      // written by the producer with the Q stage
+    HandedStep steps[kStages];                     // the step after the stage's, from the producer
+    QueryWalk producer_walk;                       // the producer's, read where used (24 registers)
     typename Pipeline::SharedStorage q_pipeline;   // Q tile + its LSE
     typename Pipeline::SharedStorage do_pipeline;  // dO tile + its D
     uint64_t kv_full;                              // TMA transaction barrier: K and V have landed

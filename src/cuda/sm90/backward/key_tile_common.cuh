@@ -5,8 +5,8 @@
 // A Config provides Element, kHeadDim, kBlockN, kBlockM, kStatsFloats, kKeyValueBytes,
 // kConsumerThreads, kPanels, kPanelColumns, kStepsFromProducer, Pipeline and a SharedStorage
 // holding k, v, q, dout (16-bit tiles in 64-column SW128 panels), lse_log2 and delta (kStages x
-// kStatsFloats floats), steps (kStages QueryStep, where kStepsFromProducer), the two query
-// pipelines and the K/V transaction barrier kv_full.
+// kStatsFloats floats), steps (kStages HandedStep of config.cuh, where kStepsFromProducer), the two
+// query pipelines and the K/V transaction barrier kv_full.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -23,9 +23,6 @@
 #include "cuda/sm90/common/warp_specialized.cuh"
 
 namespace dualkv::detail::sm90 {
-
-// A handed-over step whose head is kWalkDone ends the walk (kStepsFromProducer).
-inline constexpr int kWalkDone = -1;
 
 // The key tile and KV head of this CTA.
 struct KeyTileWork {
@@ -81,41 +78,48 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
                     kEvictFirst);
 
   // Q, dO, LSE and D rows are read by every key tile that sees them: keep them in L2.
-  auto q_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
-  auto do_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
-  const QueryWalk walk =
+  // The Q and dO pipelines move in step: one state for both.
+  auto state = cutlass::make_producer_start_state<typename Config::Pipeline>();
+  shared.producer_walk =
       QueryWalk::of_key_tile(p.cu_seqlens, p.runs, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
-  // One stage of a per-step pipeline: a (block_m x d) tile and its row of per-query statistics.
-  const auto load_stage = [&](typename Config::Pipeline& pipeline, auto& state, const CUtensorMap* map,
+  const QueryWalk& walk = shared.producer_walk;
+  // One stage of a per-step pipeline: a (block_m x d) tile and its row of per-query statistics,
+  // issued once the stage is free. The producer's arrival on the stage's full barrier (with the
+  // bytes to expect) comes after the step is handed over (below): the transfers may complete
+  // bytes before the arrival expects them (an mbarrier's transaction count may go below zero),
+  // and the phase completes only after both.
+  const auto load_stage = [&](typename Config::Pipeline& pipeline, const CUtensorMap* map,
                               typename Config::Element* tiles, const float* stats,
                               float(*stats_stages)[Config::kStatsFloats], const QueryStep& step) {
-    pipeline.producer_acquire(state);
+    while (pipeline.producer_try_acquire(state) != cutlass::BarrierStatus::WaitDone) {
+    }
     uint64_t* barrier = pipeline.producer_get_barrier(state);
     load_tile<Config>(map, barrier, tiles + state.index() * kTileElements, kBlockM, step.head, step.begin, kEvictLast);
     cute::SM90_BULK_COPY_G2S::copy(stats_row(stats, p, step), barrier, stats_stages[state.index()], kStatsBytes);
-    ++state;
   };
-  // Where the consumers do not walk (kStepsFromProducer), each step goes to its Q stage's slot once
-  // the stage is free and before the producer's arrival on the stage's full barrier (a release that
-  // the consumers' wait acquires).
-  const auto hand_over = [&](const QueryStep& step) {
+  const auto arrive = [&](typename Config::Pipeline& pipeline) {
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(pipeline.producer_get_barrier(state),
+                                                                   Config::kQueryStageBytes);
+  };
+  // Where the consumers do not walk (kStepsFromProducer), the step after each step goes beside its
+  // Q stage before the producer's arrival on the stage's full barrier (a release that the
+  // consumers' wait acquires), with whether the step is the walk's last (a walk is never empty: a
+  // key tile's own rows see it). The consumers compute the first step themselves. The producer
+  // holds one step at a time: its warpgroup has 24 registers.
+  for (QueryStep step = walk.first;;) {
+    load_stage(q_pipeline, &params.q_map, shared.q, p.lse_log2, shared.lse_log2, step);
+    load_stage(do_pipeline, &params.dout_map, shared.dout, p.delta, shared.delta, step);
+    walk.advance(step);
+    const bool last = walk.done(step);
     if constexpr (Config::kStepsFromProducer) {
-      while (q_pipeline.producer_try_acquire(q_state) != cutlass::BarrierStatus::WaitDone) {
-      }
-      shared.steps[q_state.index()] = step;
+      auto& handed = shared.steps[state.index()];
+      handed.next = step;
+      handed.last = last;
     }
-  };
-  for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
-    hand_over(step);
-    load_stage(q_pipeline, q_state, &params.q_map, shared.q, p.lse_log2, shared.lse_log2, step);
-    load_stage(do_pipeline, do_state, &params.dout_map, shared.dout, p.delta, shared.delta, step);
-  }
-  if constexpr (Config::kStepsFromProducer) {
-    // The end of the walk: a step without a transfer.
-    QueryStep done = walk.first;
-    done.head = kWalkDone;
-    hand_over(done);
-    cutlass::arch::ClusterBarrier::arrive(q_pipeline.producer_get_barrier(q_state));
+    arrive(q_pipeline);
+    arrive(do_pipeline);
+    ++state;
+    if (last) break;
   }
 }
 

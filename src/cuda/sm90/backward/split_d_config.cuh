@@ -88,6 +88,7 @@ struct SplitDimBackwardConfig : BackwardConfigCommon<Element_, kHeadDim_, 2> {
     alignas(1024) Element ds[cute::cosize_v<SmemLayoutScoresT>];
     alignas(16) float lse_log2[kStages][kStatsFloats];  // from the 16-byte aligned row start at or before the tile
     alignas(16) float delta[kStages][kStatsFloats];
+    QueryWalk producer_walk;                       // the producer's, read where used (24 registers)
     typename Pipeline::SharedStorage q_pipeline;   // Q tile + its LSE
     typename Pipeline::SharedStorage do_pipeline;  // dO tile + its D
     uint64_t kv_full;                              // TMA transaction barrier: K and V have landed
