@@ -21,14 +21,6 @@
 
 namespace dualkv::detail::sm90 {
 
-// What the producer writes beside a step's Q stage (key_tile_common.cuh): the step after it in the
-// walk, unless the step is the walk's last. The consumers read it while the step's S^T runs, so
-// the next step is in registers by the time its stage lands.
-struct HandedStep {
-  QueryStep next;
-  int last;
-};
-
 // Each consumer warpgroup owns 64 keys of the tile.
 template <typename Element, int kHeadDim>
 using KeySplitCommon = BackwardConfigCommon<Element, kHeadDim, find_backward_tile_shape(kHeadDim)->block_n / 64>;
@@ -50,9 +42,10 @@ struct BackwardConfig : KeySplitCommon<Element_, kHeadDim_> {
   static_assert(kShape.split == BackwardSplit::kKeys && kBlockN == 64 * kConsumerWarpgroups);
   static_assert(kBlockM % 64 == 0);
 
-  // The producer hands each step of the walk to the consumers in shared memory with its Q stage
-  // (key_tile_common.cuh): their loop then holds no global load (the walk's run-table reads).
-  static constexpr bool kStepsFromProducer = true;
+  // The producer hands each next step to the consumers one stage early (key_tile_common.cuh): their
+  // loop then holds no global load (the walk's run-table reads). The dQ warp walks the steps for
+  // their dQ slots itself.
+  static constexpr bool kHandsDqSlots = false;
 
   // dQ blocks of 64 x 64 per warpgroup: along rows when a step has 2 x 64 queries, else columns.
   static constexpr int kDqWarpgroupsAlongM = kBlockM / 64;

@@ -51,7 +51,7 @@
 //
 // Shared memory (config.cuh): K, V (block_n x d) | Q, dO kStages x (block_m x d) | dS kStages x
 // (block_m x block_n) | dQ staging 2 x (64 x 64) fp32 | LSE x log2(e), D kStages x (block_m + 4)
-// fp32 | steps kStages x 28 B | barriers.
+// fp32 | handed steps kStages x 28 B, the producer's walk | barriers.
 #pragma once
 
 #include <cutlass/arch/barrier.h>

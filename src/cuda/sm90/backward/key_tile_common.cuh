@@ -3,9 +3,9 @@
 // thread's TMA loads, the consumers' shared-memory publication, and the score coordinates.
 //
 // A Config provides Element, kHeadDim, kBlockN, kBlockM, kStatsFloats, kKeyValueBytes,
-// kConsumerThreads, kPanels, kPanelColumns, kStepsFromProducer, Pipeline and a SharedStorage
+// kConsumerThreads, kPanels, kPanelColumns, kHandsDqSlots, Pipeline and a SharedStorage
 // holding k, v, q, dout (16-bit tiles in 64-column SW128 panels), lse_log2 and delta (kStages x
-// kStatsFloats floats), steps (kStages HandedStep of config.cuh, where kStepsFromProducer), the two
+// kStatsFloats floats), steps, producer_walk (and producer_segments where kHandsDqSlots), the two
 // query pipelines and the K/V transaction barrier kv_full.
 #pragma once
 
@@ -17,6 +17,7 @@
 
 #include "cuda/common/backward_kernel_params.h"
 #include "cuda/common/query_walk.h"
+#include "cuda/sm90/backward/dq_accumulator.h"
 #include "cuda/sm90/backward/launch.h"
 #include "cuda/sm90/common/fragments.cuh"
 #include "cuda/sm90/common/tma_tile.cuh"
@@ -77,14 +78,15 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
   load_tile<Config>(&params.v_map, &shared.kv_full, shared.v, Config::kBlockN, work.kv_head, work.tile.begin,
                     kEvictFirst);
 
-  // Q, dO, LSE and D rows are read by every key tile that sees them: keep them in L2.
   // The Q and dO pipelines move in step: one state for both.
   auto state = cutlass::make_producer_start_state<typename Config::Pipeline>();
   shared.producer_walk =
       QueryWalk::of_key_tile(p.cu_seqlens, p.runs, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
   const QueryWalk& walk = shared.producer_walk;
+  if constexpr (Config::kHandsDqSlots) shared.producer_segments = SegmentCursor{p.cu_seqlens};
   // One stage of a per-step pipeline: a (block_m x d) tile and its row of per-query statistics,
-  // issued once the stage is free. The producer's arrival on the stage's full barrier (with the
+  // issued once the stage is free (Q, dO, LSE and D rows are read by every key tile that sees them:
+  // kept in L2). The producer's arrival on the stage's full barrier (with the
   // bytes to expect) comes after the step is handed over (below): the transfers may complete
   // bytes before the arrival expects them (an mbarrier's transaction count may go below zero),
   // and the phase completes only after both.
@@ -101,20 +103,24 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(pipeline.producer_get_barrier(state),
                                                                    Config::kQueryStageBytes);
   };
-  // Where the consumers do not walk (kStepsFromProducer), the step after each step goes beside its
-  // Q stage before the producer's arrival on the stage's full barrier (a release that the
-  // consumers' wait acquires), with whether the step is the walk's last (a walk is never empty: a
-  // key tile's own rows see it). The consumers compute the first step themselves. The producer
-  // holds one step at a time: its warpgroup has 24 registers.
+  // The step after each step goes beside its Q stage (with its dQ slot where kHandsDqSlots) before
+  // the producer's arrival on the stage's full barrier (a release that the consumers' wait
+  // acquires), with whether the step is the walk's last (a walk is never empty: a key tile's own
+  // rows see it). The consumers compute the first step themselves. The producer's walk and cursor
+  // are in shared memory, read where used: its warpgroup has 24 registers.
   for (QueryStep step = walk.first;;) {
     load_stage(q_pipeline, &params.q_map, shared.q, p.lse_log2, shared.lse_log2, step);
     load_stage(do_pipeline, &params.dout_map, shared.dout, p.delta, shared.delta, step);
     walk.advance(step);
     const bool last = walk.done(step);
-    if constexpr (Config::kStepsFromProducer) {
-      auto& handed = shared.steps[state.index()];
-      handed.next = step;
-      handed.last = last;
+    auto& handed = shared.steps[state.index()];
+    handed.next = step;
+    handed.last = last;
+    if constexpr (Config::kHandsDqSlots) {
+      if (!last) {
+        handed.next_dq_slot = dq_step_slot(step, work.tile, p.runs, shared.producer_segments,
+                                           dq_tail_slots_begin(p.tokens, p.num_segments, kBlockM), kBlockM);
+      }
     }
     arrive(q_pipeline);
     arrive(do_pipeline);
