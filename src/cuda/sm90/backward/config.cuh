@@ -18,6 +18,7 @@
 
 #include "cuda/common/query_walk.h"
 #include "cuda/sm90/backward/config_common.cuh"
+#include "cuda/sm90/backward/step_hand_over.h"
 
 namespace dualkv::detail::sm90 {
 

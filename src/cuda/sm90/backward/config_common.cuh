@@ -12,25 +12,10 @@
 #include <cute/tensor.hpp>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
-#include "cuda/common/query_walk.h"
 #include "cuda/sm90/backward/tile_shape.h"
 #include "host/backward_plan.h"
 
 namespace dualkv::detail::sm90 {
-
-// What the producer writes beside a step's Q stage (key_tile_common.cuh): the step after it in the
-// walk, unless the step is the walk's last, and (HandedStepAndDqSlot) that next step's slot of the
-// dQ accumulator. The consumers read it during the step, so the next step is in registers by the
-// time its stage lands and their loop reads no global memory.
-struct HandedStep {
-  QueryStep next;
-  int last;
-};
-struct HandedStepAndDqSlot {
-  QueryStep next;
-  int last;
-  int64_t next_dq_slot;
-};
 
 template <typename Element_, int kHeadDim_, int kConsumerWarpgroups_>
 struct BackwardConfigCommon {

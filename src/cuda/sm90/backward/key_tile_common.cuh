@@ -17,8 +17,8 @@
 
 #include "cuda/common/backward_kernel_params.h"
 #include "cuda/common/query_walk.h"
-#include "cuda/sm90/backward/dq_accumulator.h"
 #include "cuda/sm90/backward/launch.h"
+#include "cuda/sm90/backward/step_hand_over.h"
 #include "cuda/sm90/common/fragments.cuh"
 #include "cuda/sm90/common/tma_tile.cuh"
 #include "cuda/sm90/common/warp_specialized.cuh"
@@ -111,16 +111,13 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
   for (QueryStep step = walk.first;;) {
     load_stage(q_pipeline, &params.q_map, shared.q, p.lse_log2, shared.lse_log2, step);
     load_stage(do_pipeline, &params.dout_map, shared.dout, p.delta, shared.delta, step);
-    walk.advance(step);
-    const bool last = walk.done(step);
-    auto& handed = shared.steps[state.index()];
-    handed.next = step;
-    handed.last = last;
+    bool last;
     if constexpr (Config::kHandsDqSlots) {
-      if (!last) {
-        handed.next_dq_slot = dq_step_slot(step, work.tile, p.runs, shared.producer_segments,
-                                           dq_tail_slots_begin(p.tokens, p.num_segments, kBlockM), kBlockM);
-      }
+      const DqSlotSource slots{work.tile, p.runs, shared.producer_segments,
+                               dq_tail_slots_begin(p.tokens, p.num_segments, kBlockM), kBlockM};
+      last = hand_over_next(walk, step, shared.steps[state.index()], slots);
+    } else {
+      last = hand_over_next(walk, step, shared.steps[state.index()]);
     }
     arrive(q_pipeline);
     arrive(do_pipeline);

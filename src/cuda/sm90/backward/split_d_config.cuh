@@ -21,6 +21,7 @@
 
 #include "cuda/sm90/backward/config_common.cuh"
 #include "cuda/sm90/backward/dq_accumulator.h"
+#include "cuda/sm90/backward/step_hand_over.h"
 
 namespace dualkv::detail::sm90 {
 

@@ -291,8 +291,8 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
     ++q_state;
     ++do_state;
     scores_stage ^= 1;
-    if (handed.last) break;
-    step = handed.next;
+    if (handed.step.last) break;
+    step = handed.step.next;
     slot = handed.next_dq_slot;
   }
   warpgroup_wait<0>();
