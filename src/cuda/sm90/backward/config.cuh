@@ -98,6 +98,7 @@ struct BackwardConfig : KeySplitCommon<Element_, kHeadDim_> {
     alignas(16) float delta[kStages][kStatsFloats];
     HandedStep steps[kStages];                     // the step after the stage's, from the producer
     QueryWalk producer_walk;                       // the producer's, read where used (24 registers)
+    HandedStep producer_pending;                   // the producer's next hand-over, found before its stage is free
     typename Pipeline::SharedStorage q_pipeline;   // Q tile + its LSE
     typename Pipeline::SharedStorage do_pipeline;  // dO tile + its D
     uint64_t kv_full;                              // TMA transaction barrier: K and V have landed

@@ -5,8 +5,8 @@
 // A Config provides Element, kHeadDim, kBlockN, kBlockM, kStatsFloats, kKeyValueBytes,
 // kConsumerThreads, kPanels, kPanelColumns, kHandsDqSlots, Pipeline and a SharedStorage
 // holding k, v, q, dout (16-bit tiles in 64-column SW128 panels), lse_log2 and delta (kStages x
-// kStatsFloats floats), steps, producer_walk (and producer_segments where kHandsDqSlots), the two
-// query pipelines and the K/V transaction barrier kv_full.
+// kStatsFloats floats), steps, producer_walk, producer_pending (and producer_segments where
+// kHandsDqSlots), the two query pipelines and the K/V transaction barrier kv_full.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -106,19 +106,25 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
   // The step after each step goes beside its Q stage (with its dQ slot where kHandsDqSlots) before
   // the producer's arrival on the stage's full barrier (a release that the consumers' wait
   // acquires), with whether the step is the walk's last (a walk is never empty: a key tile's own
-  // rows see it). The consumers compute the first step themselves. The producer's walk and cursor
-  // are in shared memory, read where used: its warpgroup has 24 registers.
+  // rows see it). The consumers compute the first step themselves. The producer finds it before
+  // waiting for the stage (into producer_pending: the stage's slot may still be read), so the
+  // walk's and the slot's global reads never delay an arrival: the consumers give a stage back only
+  // when the next step's S^T is done, and a late producer would delay that step's successor. Its
+  // walk, cursor and pending step are in shared memory, read where used: its warpgroup has 24
+  // registers.
   for (QueryStep step = walk.first;;) {
-    load_stage(q_pipeline, &params.q_map, shared.q, p.lse_log2, shared.lse_log2, step);
-    load_stage(do_pipeline, &params.dout_map, shared.dout, p.delta, shared.delta, step);
+    const QueryStep loading = step;
     bool last;
     if constexpr (Config::kHandsDqSlots) {
       const DqSlotSource slots{work.tile, p.runs, shared.producer_segments,
                                dq_tail_slots_begin(p.tokens, p.num_segments, kBlockM), kBlockM};
-      last = hand_over_next(walk, step, shared.steps[state.index()], slots);
+      last = hand_over_next(walk, step, shared.producer_pending, slots);
     } else {
-      last = hand_over_next(walk, step, shared.steps[state.index()]);
+      last = hand_over_next(walk, step, shared.producer_pending);
     }
+    load_stage(q_pipeline, &params.q_map, shared.q, p.lse_log2, shared.lse_log2, loading);
+    load_stage(do_pipeline, &params.dout_map, shared.dout, p.delta, shared.delta, loading);
+    shared.steps[state.index()] = shared.producer_pending;
     arrive(q_pipeline);
     arrive(do_pipeline);
     ++state;

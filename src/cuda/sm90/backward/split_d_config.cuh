@@ -93,6 +93,7 @@ struct SplitDimBackwardConfig : BackwardConfigCommon<Element_, kHeadDim_, 2> {
     alignas(16) float delta[kStages][kStatsFloats];
     HandedStepAndDqSlot steps[kStages];            // the step after the stage's, from the producer
     QueryWalk producer_walk;                       // the producer's, read where used (24 registers)
+    HandedStepAndDqSlot producer_pending;          // the producer's next hand-over, found before its stage is free
     SegmentCursor producer_segments;               // the producer's, for the slots
     typename Pipeline::SharedStorage q_pipeline;   // Q tile + its LSE
     typename Pipeline::SharedStorage do_pipeline;  // dO tile + its D
