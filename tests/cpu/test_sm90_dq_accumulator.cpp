@@ -1,8 +1,9 @@
 // The Hopper backward's dQ accumulator geometry (src/cuda/sm90/backward/dq_accumulator.h), which
 // the KV kernel adds into and the convert pass reads back: the register order of a warpgroup
 // block against the wgmma accumulator layout, slots of query tiles replayed over every key tile's
-// walk on two-level layouts and trees (packed depth-first and otherwise), and the token-to-segment
-// and segment-to-run searches.
+// walk on two-level layouts and trees (packed depth-first and otherwise), the producer's hand-over
+// of each next step and its slot (step_hand_over.h), and the token-to-segment and segment-to-run
+// searches.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "cuda/sm90/backward/dq_accumulator.h"
+#include "cuda/sm90/backward/step_hand_over.h"
 #include "dualkv/layout.h"
 #include "host/backward_plan.h"
 
@@ -182,6 +184,67 @@ TEST(Sm90DqAccumulator, ATokensSlotsHoldEachOfItsContributionsOnceAndNoForeignRo
           }
           ASSERT_EQ(collected, contributions[token]) << "token " << token << ", block " << block_m;
           ASSERT_GT(collected, 0) << "token " << token;  // every token sees its own key tile at least
+        }
+      }
+    }
+  }
+}
+
+bool same_step(const QueryStep& a, const QueryStep& b) {
+  return a.run == b.run && a.begin == b.begin && a.rows_begin == b.rows_begin && a.rows_end == b.rows_end &&
+         a.head == b.head && a.causal == b.causal;
+}
+
+// The consumers' steps as the kernels see them: the first from the walk (its slot from a cursor of
+// their own), every later one from what the producer handed over beside the stage before (its slot
+// from the producer's cursor, fresh at the walk's start), until a step marked last. Over every key
+// tile of random layouts and trees, heads included, that is the walk and the dQ warp's slots, step
+// for step, and both hand-over forms agree.
+TEST(Sm90StepHandOver, ReplaysTheWalkAndItsSlots) {
+  for (const std::vector<int32_t>& lengths : segment_length_cases()) {
+    const std::vector<int32_t> offsets = offsets_of(lengths);
+    const auto segments = static_cast<int>(lengths.size());
+    const int tokens = offsets.back();
+    for (const std::vector<int64_t>& parents : parent_cases(segments)) {
+      const BackwardRuns runs =
+          plan_runs(Layout::from_tree(parents, std::vector<int64_t>(lengths.begin(), lengths.end())));
+      const Layout layout = Layout::from_tree(parents, std::vector<int64_t>(lengths.begin(), lengths.end()));
+      for (const int block_m : {64, 128}) {
+        const int64_t tail_slots_begin = dq_tail_slots_begin(tokens, segments, block_m);
+        for (const TileWork& key_tile : plan_key_tiles(layout, runs, 128, block_m)) {
+          const int kv_head = 1, heads_per_kv_head = 3;
+          const QueryWalk walk =
+              QueryWalk::of_key_tile(offsets.data(), runs.table.data(), key_tile, kv_head, heads_per_kv_head, block_m);
+          std::vector<QueryStep> walked;
+          std::vector<int64_t> walked_slots;
+          SegmentCursor dq_warp_segments{offsets.data()};
+          for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
+            walked.push_back(step);
+            walked_slots.push_back(
+                dq_step_slot(step, key_tile, runs.table.data(), dq_warp_segments, tail_slots_begin, block_m));
+          }
+          ASSERT_FALSE(walked.empty());
+
+          SegmentCursor first_segments{offsets.data()}, producer_segments{offsets.data()};
+          const DqSlotSource source{key_tile, runs.table.data(), producer_segments, tail_slots_begin, block_m};
+          QueryStep consumed = walk.first;
+          int64_t slot = dq_step_slot(consumed, key_tile, runs.table.data(), first_segments, tail_slots_begin, block_m);
+          QueryStep produced = walk.first, produced_plain = walk.first;
+          for (size_t i = 0;; ++i) {
+            ASSERT_LT(i, walked.size()) << "the hand-over runs past the walk";
+            ASSERT_TRUE(same_step(consumed, walked[i])) << "step " << i;
+            ASSERT_EQ(slot, walked_slots[i]) << "step " << i;
+            HandedStepAndDqSlot handed{};
+            HandedStep plain{};
+            const bool last = hand_over_next(walk, produced, handed, source);
+            ASSERT_EQ(hand_over_next(walk, produced_plain, plain), last);
+            ASSERT_EQ(handed.step.last, last);
+            ASSERT_EQ(last, i + 1 == walked.size()) << "step " << i;
+            if (last) break;
+            ASSERT_TRUE(same_step(plain.next, handed.step.next));
+            consumed = handed.step.next;
+            slot = handed.next_dq_slot;
+          }
         }
       }
     }

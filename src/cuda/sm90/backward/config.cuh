@@ -18,6 +18,7 @@
 
 #include "cuda/common/query_walk.h"
 #include "cuda/sm90/backward/config_common.cuh"
+#include "cuda/sm90/backward/step_hand_over.h"
 
 namespace dualkv::detail::sm90 {
 
@@ -42,9 +43,10 @@ struct BackwardConfig : KeySplitCommon<Element_, kHeadDim_> {
   static_assert(kShape.split == BackwardSplit::kKeys && kBlockN == 64 * kConsumerWarpgroups);
   static_assert(kBlockM % 64 == 0);
 
-  // The producer hands each step of the walk to the consumers in shared memory with its Q stage
-  // (key_tile_common.cuh): their loop then holds no global load (the walk's run-table reads).
-  static constexpr bool kStepsFromProducer = true;
+  // The producer hands each next step to the consumers one stage early (key_tile_common.cuh): their
+  // loop then holds no global load (the walk's run-table reads). The dQ warp walks the steps for
+  // their dQ slots itself.
+  static constexpr bool kHandsDqSlots = false;
 
   // dQ blocks of 64 x 64 per warpgroup: along rows when a step has 2 x 64 queries, else columns.
   static constexpr int kDqWarpgroupsAlongM = kBlockM / 64;
@@ -94,7 +96,9 @@ struct BackwardConfig : KeySplitCommon<Element_, kHeadDim_> {
     alignas(128) float dq_staged[kConsumerWarpgroups][kStagedDqFloats];  // atomic mode: dQ blocks in register order
     alignas(16) float lse_log2[kStages][kStatsFloats];  // from the 16-byte aligned row start at or before the tile
     alignas(16) float delta[kStages][kStatsFloats];
-    QueryStep steps[kStages];                      // written by the producer with the Q stage
+    HandedStep steps[kStages];                     // the step after the stage's, from the producer
+    QueryWalk producer_walk;                       // the producer's, read where used (24 registers)
+    HandedStep producer_pending;                   // the producer's next hand-over, found before its stage is free
     typename Pipeline::SharedStorage q_pipeline;   // Q tile + its LSE
     typename Pipeline::SharedStorage do_pipeline;  // dO tile + its D
     uint64_t kv_full;                              // TMA transaction barrier: K and V have landed

@@ -9,8 +9,8 @@
 // Warp roles (kThreads = 128 + 256):
 //   warpgroup 0 (setmaxnreg lowers its registers):
 //     thread 0, producer: walks the steps and issues every TMA load -- K and V once, then per step
-//       the Q tile with its LSE and the dO tile with its D -- and writes each step beside its Q
-//       stage, where the consumers read it instead of walking;
+//       the Q tile with its LSE and the dO tile with its D -- and writes beside each step's Q stage
+//       the step after it, which the consumers read while the step's S^T runs instead of walking;
 //     warp 1, the dQ warp (atomic mode): per step, one bulk reduction (cp.reduce.async.bulk
 //       .add.f32, issued by lane 0) of each consumer warpgroup's staged dQ block into the step's
 //       slot of the fp32 accumulator.
@@ -51,7 +51,7 @@
 //
 // Shared memory (config.cuh): K, V (block_n x d) | Q, dO kStages x (block_m x d) | dS kStages x
 // (block_m x block_n) | dQ staging 2 x (64 x 64) fp32 | LSE x log2(e), D kStages x (block_m + 4)
-// fp32 | steps kStages x 24 B | barriers.
+// fp32 | handed steps kStages x 28 B, the producer's walk | barriers.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -225,11 +225,12 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   constexpr bool kDrainDkEachStep = kBlockM == 128;
   bool q_release_pending = false;
   typename Config::Pipeline::PipelineState q_release_state;
+  // The walk's first step, computed here once; every later one comes from the producer with the
+  // stage of the step before it (no walk here), so it is in registers when its own stage lands.
+  QueryStep step =
+      QueryWalk::of_key_tile(p.cu_seqlens, p.runs, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM).first;
   for (;;) {
-    // The step comes from the producer with its Q stage: no walk here.
     q_pipeline.consumer_wait(q_state);
-    const QueryStep step = shared.steps[q_state.index()];
-    if (step.head == kWalkDone) break;
     const int query_rows = min(kBlockM, step.rows_end - step.begin);
     const int first_row = step.rows_begin - step.begin;
     // dO is waited for only once S^T is issued (below), except on boundary steps, whose rows
@@ -299,6 +300,9 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     Tensor tKVrP = make_tensor(probabilities.data(), accumulator_as_operand_a(acc_s.layout()));
     Tensor tKVrdS = make_tensor(score_gradients.data(), accumulator_as_operand_a(acc_dp.layout()));
 
+    // The next step, read a GEMM batch before this step's Q stage can go back (the producer then
+    // writes the slot again): in registers long before the next stage lands.
+    const HandedStep handed = shared.steps[q_stage];
     if constexpr (kAccumulateDq) {
       // dS^T to this step's buffer. The other warpgroup read this buffer two steps ago and has
       // since passed the previous step's dS barrier, which it reached after that dQ GEMM's wait.
@@ -334,6 +338,8 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
     }
     ++q_state;
     ++do_state;
+    if (handed.last) break;
+    step = handed.next;
   }
   warpgroup_wait<0>();
   if (q_release_pending) q_pipeline.consumer_release(q_release_state);

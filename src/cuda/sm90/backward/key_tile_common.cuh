@@ -3,10 +3,10 @@
 // thread's TMA loads, the consumers' shared-memory publication, and the score coordinates.
 //
 // A Config provides Element, kHeadDim, kBlockN, kBlockM, kStatsFloats, kKeyValueBytes,
-// kConsumerThreads, kPanels, kPanelColumns, kStepsFromProducer, Pipeline and a SharedStorage
+// kConsumerThreads, kPanels, kPanelColumns, kHandsDqSlots, Pipeline and a SharedStorage
 // holding k, v, q, dout (16-bit tiles in 64-column SW128 panels), lse_log2 and delta (kStages x
-// kStatsFloats floats), steps (kStages QueryStep, where kStepsFromProducer), the two query
-// pipelines and the K/V transaction barrier kv_full.
+// kStatsFloats floats), steps, producer_walk, producer_pending (and producer_segments where
+// kHandsDqSlots), the two query pipelines and the K/V transaction barrier kv_full.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -18,14 +18,12 @@
 #include "cuda/common/backward_kernel_params.h"
 #include "cuda/common/query_walk.h"
 #include "cuda/sm90/backward/launch.h"
+#include "cuda/sm90/backward/step_hand_over.h"
 #include "cuda/sm90/common/fragments.cuh"
 #include "cuda/sm90/common/tma_tile.cuh"
 #include "cuda/sm90/common/warp_specialized.cuh"
 
 namespace dualkv::detail::sm90 {
-
-// A handed-over step whose head is kWalkDone ends the walk (kStepsFromProducer).
-inline constexpr int kWalkDone = -1;
 
 // The key tile and KV head of this CTA.
 struct KeyTileWork {
@@ -80,42 +78,57 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
   load_tile<Config>(&params.v_map, &shared.kv_full, shared.v, Config::kBlockN, work.kv_head, work.tile.begin,
                     kEvictFirst);
 
-  // Q, dO, LSE and D rows are read by every key tile that sees them: keep them in L2.
-  auto q_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
-  auto do_state = cutlass::make_producer_start_state<typename Config::Pipeline>();
-  const QueryWalk walk =
+  // The Q and dO pipelines move in step: one state for both.
+  auto state = cutlass::make_producer_start_state<typename Config::Pipeline>();
+  shared.producer_walk =
       QueryWalk::of_key_tile(p.cu_seqlens, p.runs, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
-  // One stage of a per-step pipeline: a (block_m x d) tile and its row of per-query statistics.
-  const auto load_stage = [&](typename Config::Pipeline& pipeline, auto& state, const CUtensorMap* map,
+  const QueryWalk& walk = shared.producer_walk;
+  if constexpr (Config::kHandsDqSlots) shared.producer_segments = SegmentCursor{p.cu_seqlens};
+  // One stage of a per-step pipeline: a (block_m x d) tile and its row of per-query statistics,
+  // issued once the stage is free (Q, dO, LSE and D rows are read by every key tile that sees them:
+  // kept in L2). The producer's arrival on the stage's full barrier (with the
+  // bytes to expect) comes after the step is handed over (below): the transfers may complete
+  // bytes before the arrival expects them (an mbarrier's transaction count may go below zero),
+  // and the phase completes only after both.
+  const auto load_stage = [&](typename Config::Pipeline& pipeline, const CUtensorMap* map,
                               typename Config::Element* tiles, const float* stats,
                               float(*stats_stages)[Config::kStatsFloats], const QueryStep& step) {
-    pipeline.producer_acquire(state);
+    while (pipeline.producer_try_acquire(state) != cutlass::BarrierStatus::WaitDone) {
+    }
     uint64_t* barrier = pipeline.producer_get_barrier(state);
     load_tile<Config>(map, barrier, tiles + state.index() * kTileElements, kBlockM, step.head, step.begin, kEvictLast);
     cute::SM90_BULK_COPY_G2S::copy(stats_row(stats, p, step), barrier, stats_stages[state.index()], kStatsBytes);
-    ++state;
   };
-  // Where the consumers do not walk (kStepsFromProducer), each step goes to its Q stage's slot once
-  // the stage is free and before the producer's arrival on the stage's full barrier (a release that
-  // the consumers' wait acquires).
-  const auto hand_over = [&](const QueryStep& step) {
-    if constexpr (Config::kStepsFromProducer) {
-      while (q_pipeline.producer_try_acquire(q_state) != cutlass::BarrierStatus::WaitDone) {
-      }
-      shared.steps[q_state.index()] = step;
+  const auto arrive = [&](typename Config::Pipeline& pipeline) {
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(pipeline.producer_get_barrier(state),
+                                                                   Config::kQueryStageBytes);
+  };
+  // The step after each step goes beside its Q stage (with its dQ slot where kHandsDqSlots) before
+  // the producer's arrival on the stage's full barrier (a release that the consumers' wait
+  // acquires), with whether the step is the walk's last (a walk is never empty: a key tile's own
+  // rows see it). The consumers compute the first step themselves. The producer finds it before
+  // waiting for the stage (into producer_pending: the stage's slot may still be read), so the
+  // walk's and the slot's global reads never delay an arrival: the consumers give a stage back only
+  // when the next step's S^T is done, and a late producer would delay that step's successor. Its
+  // walk, cursor and pending step are in shared memory, read where used: its warpgroup has 24
+  // registers.
+  for (QueryStep step = walk.first;;) {
+    const QueryStep loading = step;
+    bool last;
+    if constexpr (Config::kHandsDqSlots) {
+      const DqSlotSource slots{work.tile, p.runs, shared.producer_segments,
+                               dq_tail_slots_begin(p.tokens, p.num_segments, kBlockM), kBlockM};
+      last = hand_over_next(walk, step, shared.producer_pending, slots);
+    } else {
+      last = hand_over_next(walk, step, shared.producer_pending);
     }
-  };
-  for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
-    hand_over(step);
-    load_stage(q_pipeline, q_state, &params.q_map, shared.q, p.lse_log2, shared.lse_log2, step);
-    load_stage(do_pipeline, do_state, &params.dout_map, shared.dout, p.delta, shared.delta, step);
-  }
-  if constexpr (Config::kStepsFromProducer) {
-    // The end of the walk: a step without a transfer.
-    QueryStep done = walk.first;
-    done.head = kWalkDone;
-    hand_over(done);
-    cutlass::arch::ClusterBarrier::arrive(q_pipeline.producer_get_barrier(q_state));
+    load_stage(q_pipeline, &params.q_map, shared.q, p.lse_log2, shared.lse_log2, loading);
+    load_stage(do_pipeline, &params.dout_map, shared.dout, p.delta, shared.delta, loading);
+    shared.steps[state.index()] = shared.producer_pending;
+    arrive(q_pipeline);
+    arrive(do_pipeline);
+    ++state;
+    if (last) break;
   }
 }
 

@@ -20,6 +20,8 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/sm90/backward/config_common.cuh"
+#include "cuda/sm90/backward/dq_accumulator.h"
+#include "cuda/sm90/backward/step_hand_over.h"
 
 namespace dualkv::detail::sm90 {
 
@@ -44,9 +46,10 @@ struct SplitDimBackwardConfig : BackwardConfigCommon<Element_, kHeadDim_, 2> {
   static_assert(kBlockN == 64 && kBlockM == 64, "one wgmma M of keys and one SW128 atom of queries");
   static_assert(kHeadDim % (kPanelColumns * kConsumerWarpgroups) == 0);
 
-  // The consumers walk the steps themselves. Handing them over from the producer in shared memory,
-  // as the head_dim 64/128 kernel does, measured 11-15% slower here (docs/performance.md).
-  static constexpr bool kStepsFromProducer = false;
+  // The producer hands each next step and its dQ slot over one stage early (HandedStepAndDqSlot):
+  // the consumers add dQ themselves, and their loop then reads no global memory (the walk's run
+  // table, the slot's segment offsets).
+  static constexpr bool kHandsDqSlots = true;
 
   // The dQ accumulator's 64 x 64 blocks (dq_accumulator.h) lie side by side along the columns:
   // block b holds columns [64 b, 64 b + 64), and warpgroup w adds blocks 2 w and 2 w + 1.
@@ -88,6 +91,10 @@ struct SplitDimBackwardConfig : BackwardConfigCommon<Element_, kHeadDim_, 2> {
     alignas(1024) Element ds[cute::cosize_v<SmemLayoutScoresT>];
     alignas(16) float lse_log2[kStages][kStatsFloats];  // from the 16-byte aligned row start at or before the tile
     alignas(16) float delta[kStages][kStatsFloats];
+    HandedStepAndDqSlot steps[kStages];            // the step after the stage's, from the producer
+    QueryWalk producer_walk;                       // the producer's, read where used (24 registers)
+    HandedStepAndDqSlot producer_pending;          // the producer's next hand-over, found before its stage is free
+    SegmentCursor producer_segments;               // the producer's, for the slots
     typename Pipeline::SharedStorage q_pipeline;   // Q tile + its LSE
     typename Pipeline::SharedStorage do_pipeline;  // dO tile + its D
     uint64_t kv_full;                              // TMA transaction barrier: K and V have landed

@@ -7,8 +7,10 @@
 // head folded into one walk), so dK and dV stay in registers for the whole walk.
 //
 // Warp roles (kThreads = 128 + 256):
-//   warpgroup 0: thread 0 issues every TMA load (K and V once, then per step the Q tile with its LSE
-//     and the dO tile with its D: key_tile_common.cuh); setmaxnreg lowers its registers.
+//   warpgroup 0: thread 0 walks the steps and issues every TMA load (K and V once, then per step
+//     the Q tile with its LSE and the dO tile with its D: key_tile_common.cuh), and writes beside
+//     each step's Q stage the step after it with that step's dQ slot, which the consumers read
+//     during the step instead of walking; setmaxnreg lowers its registers.
 //   warpgroups 1 and 2, consumers: warpgroup w owns queries [32 w, 32 w + 32) of the step's S^T and
 //     dP^T and columns [128 w, 128 w + 128) of dK, dV and dQ. Per step: S^T = K Q^T and
 //     dP^T = V dO^T issued back to back (shared operands); once S^T is done the previous step's dV
@@ -34,7 +36,8 @@
 // their dQ rows go into a slot the convert pass reads only for the step's own queries.
 //
 // Shared memory (split_d_config.cuh): K, V (64 x 256) | Q, dO kStages x (64 x 256) | P^T, dS^T
-// kStages x (64 x 64) | LSE x log2(e), D kStages x (64 + 4) fp32 | barriers: 225 KiB.
+// kStages x (64 x 64) | LSE x log2(e), D kStages x (64 + 4) fp32 | handed steps kStages x 40 B,
+// the producer's walk and segment cursor | barriers: 225 KiB.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -198,10 +201,17 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
 
   typename Config::Pipeline::PipelineState q_state, do_state;
   const float scale_log2 = p.softmax_scale * kLog2E;
-  const QueryWalk walk =
-      QueryWalk::of_key_tile(p.cu_seqlens, p.runs, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM);
-  SegmentCursor tile_segments{p.cu_seqlens};
-  const int64_t tail_slots_begin = dq_tail_slots_begin(p.tokens, p.num_segments, kBlockM);
+  // The walk's first step and its dQ slot, computed here once; every later one comes from the
+  // producer with the stage of the step before it (HandedStepAndDqSlot), so the loop reads no
+  // global memory but the dQ reductions.
+  QueryStep step =
+      QueryWalk::of_key_tile(p.cu_seqlens, p.runs, work.tile, work.kv_head, p.heads / p.kv_heads, kBlockM).first;
+  int64_t slot = 0;
+  if constexpr (kAccumulateDq) {
+    SegmentCursor tile_segments{p.cu_seqlens};
+    slot = dq_step_slot(step, work.tile, p.runs, tile_segments, dq_tail_slots_begin(p.tokens, p.num_segments, kBlockM),
+                        kBlockM);
+  }
   int scores_stage = 0;
   // A key tile's index is below the slot count (a segment has at most tokens / block_m + 1 tiles):
   // the first send's zeros go to that slot of the KV head's first query head.
@@ -211,7 +221,7 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
   // Q and dO stages go back once S^T is seen complete.
   bool release_pending = false;
   typename Config::Pipeline::PipelineState q_release_state, do_release_state;
-  for (QueryStep step = walk.first; !walk.done(step); walk.advance(step)) {
+  for (;;) {
     const int query_rows = min(kBlockM, step.rows_end - step.begin);
     const int first_row = step.rows_begin - step.begin;
     const bool partial_step = query_rows < kBlockM || first_row > 0;
@@ -261,13 +271,15 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
     store_scores(mma_sdp, thread, convert_fragment<Element>(acc_s), sPt(_, _, scores_stage));
     store_scores(mma_sdp, thread, convert_fragment<Element>(acc_dp), sdSt(_, _, scores_stage));
     publish_to_consumers<Config>(kSplitDimScoresWritten);
+    // The next step, read where the fewest accumulators are live, a step before its stage lands
+    // (and before this step's Q stage goes back, at the next step's S^T).
+    const HandedStepAndDqSlot handed = shared.steps[q_stage];
 
     if constexpr (kAccumulateDq) {
       Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
       warpgroup_gemm<true, -1>(mma_dq, tDqrdS(_, _, _, scores_stage), tDqrKt, acc_dq);
       warpgroup_gemm<false, -1>(mma_kv, tKVrP(_, _, _, scores_stage), tKVrdOt(_, _, _, do_stage), acc_dv);
       warpgroup_gemm<false, 2>(mma_kv, tKVrdS(_, _, _, scores_stage), tKVrQt(_, _, _, q_stage), acc_dk);
-      const int64_t slot = dq_step_slot(step, work.tile, p.runs, tile_segments, tail_slots_begin, kBlockM);
       held_dq.send_and_hold(dq_vectors<Config>(params, step.head, slot, warpgroup, warpgroup_thread), acc_dq);
     } else {
       warpgroup_gemm<false, -1>(mma_kv, tKVrP(_, _, _, scores_stage), tKVrdOt(_, _, _, do_stage), acc_dv);
@@ -279,6 +291,9 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
     ++q_state;
     ++do_state;
     scores_stage ^= 1;
+    if (handed.step.last) break;
+    step = handed.step.next;
+    slot = handed.next_dq_slot;
   }
   warpgroup_wait<0>();
   if constexpr (kAccumulateDq) held_dq.send_held();
