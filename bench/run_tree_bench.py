@@ -11,7 +11,8 @@ Workload (bench/tree_workload.py): --system and --task tokens shared by --trajec
 trajectories of --turns assistant turns of about --turn-tokens tokens with tool outputs of
 --tool-tokens (a range) between them, branching in pairs after --branch-after turns (default: a 2K
 system prompt, a 1K task, 16 trajectories of 4 turns of 500 tokens, tool outputs of 1-2K tokens,
-branching after turn 2).
+branching after turn 2). --trees K packs K such workloads (each its own system prompt: K roots),
+as a micro-batch of several tasks holds them.
 
 Part "attention": one attention layer (--heads:--kv-heads:--head-dim, Qwen3-8B's 32:8:128 by
 default), forward and backward, on random inputs in --dtype:
@@ -68,11 +69,12 @@ def main(argv=None) -> dict:
     device = torch.device(args.device)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
     vocab = model_config(args.model).vocab_size
-    trajectories = work.agentic_trajectories(**_workload(args), vocab=vocab, seed=args.seed)
+    trajectories = work.agentic_forest(args.trees, **_workload(args), vocab=vocab, seed=args.seed)
     packed = dualkv.pack_trajectories(trajectories)
     ncopy = work.ncopy_batch(trajectories)
     report = {
-        "workload": {**_workload(args), "depth": packed.layout.depth, "segments": packed.layout.num_segments},
+        "workload": {**_workload(args), "trees": args.trees, "depth": packed.layout.depth,
+                     "segments": packed.layout.num_segments},
         "packed_tokens": packed.num_tokens,
         "ncopy_tokens": ncopy.num_tokens,
         "token_reduction": ncopy.num_tokens / packed.num_tokens,
@@ -234,9 +236,9 @@ def reference(problem):
 
 def check_methods(methods, args, device, dtype) -> dict:
     """Each method against the fp32 reference on a small workload of the same shape: the relative
-    error (in norm) of out, dq, dk, dv, or the error it raised."""
-    small = work.agentic_trajectories(system=96, task=40, trajectories=4, turns=3, turn_tokens=40,
-                                      tool_tokens=(30, 70), branch_after=2, vocab=1000, seed=args.seed + 1)
+    error (in norm) of out, dq, dk, dv, or the error it raised. Two trees when the run has several."""
+    small = work.agentic_forest(min(args.trees, 2), system=96, task=40, trajectories=4, turns=3, turn_tokens=40,
+                                tool_tokens=(30, 70), branch_after=2, vocab=1000, seed=args.seed + 1)
     problem = Problem(small, args.heads, args.kv_heads, args.head_dim, device, dtype, seed=1)
     expected = reference(problem)
     tolerance = 2e-5 if dtype == torch.float32 else 2e-2
@@ -462,6 +464,7 @@ def _parse(argv):
     parser.add_argument("--turn-tokens", type=int, default=500)
     parser.add_argument("--tool-tokens", type=int, nargs=2, default=[1000, 2000])
     parser.add_argument("--branch-after", type=int, default=2)
+    parser.add_argument("--trees", type=int, default=1, help="independent workloads packed together (roots)")
     parser.add_argument("--heads", type=int, default=32)
     parser.add_argument("--kv-heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=128)
@@ -470,7 +473,10 @@ def _parse(argv):
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.trees < 1:
+        parser.error(f"--trees must be >= 1, got {args.trees}")
+    return args
 
 
 if __name__ == "__main__":

@@ -63,6 +63,12 @@ def agentic_trajectories(
     return result
 
 
+def agentic_forest(trees: int, *, seed: int = 0, **workload) -> list[list[Turn]]:
+    """`trees` independent agentic workloads (seeds seed, seed + 1, ...) in one list: their system
+    prompts differ, so packing makes one root per tree, as a micro-batch of several tasks does."""
+    return [t for k in range(trees) for t in agentic_trajectories(**workload, seed=seed + k)]
+
+
 def ncopy_batch(trajectories) -> PackedBatch:
     """The per-trajectory (N-copy) batch: every trajectory its own sequence, back to back (a forest
     of roots), scored like `pack_trajectories` scores it."""

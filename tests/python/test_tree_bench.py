@@ -29,6 +29,20 @@ def test_workload_branches_in_pairs_after_the_given_turn():
     assert layout.depth == 3 and layout.num_segments == 10
 
 
+def test_forest_packs_one_root_per_tree():
+    shape = dict(system=12, task=4, trajectories=4, turns=3, turn_tokens=5, tool_tokens=(2, 4), branch_after=2,
+                 vocab=100)
+    forest = work.agentic_forest(3, seed=5, **shape)
+    assert forest[4:8] == work.agentic_trajectories(**shape, seed=6)
+    layout = dualkv.pack_trajectories(forest).layout
+    assert layout.parents.tolist().count(-1) == 3 and layout.num_segments == 3 * 7
+
+
+def test_trees_below_one_are_refused():
+    with pytest.raises(SystemExit):
+        bench.main(["--device", "cpu", "--out", "unused", "--trees", "0"])
+
+
 def test_ncopy_batch_runs_every_trajectory_alone():
     trajectories = work.agentic_trajectories(system=8, task=2, trajectories=3, turns=2, turn_tokens=4,
                                              tool_tokens=(2, 3), branch_after=1, vocab=50, seed=1)
@@ -58,6 +72,19 @@ def test_cpu_run_reports_both_parts(tmp_path):
     assert report["step"]["dualkv"]["status"] == "ok" and report["step"]["dualkv"]["step_s"] > 0
     assert json.loads((tmp_path / "tree_bench.json").read_text())["packed_tokens"] == report["packed_tokens"]
     assert "token reduction" in (tmp_path / "tree_bench.txt").read_text()
+
+
+def test_cpu_run_on_several_trees(tmp_path):
+    one = bench.main(["--device", "cpu", "--dtype", "fp32", "--model", "tiny-qwen3", "--repeats", "1",
+                      "--parts", "attention", "--methods", "dualkv", "--out", str(tmp_path / "one"), *TINY])
+    two = bench.main(["--device", "cpu", "--dtype", "fp32", "--model", "tiny-qwen3", "--repeats", "1",
+                      "--parts", "attention", "--methods", "dualkv", "flash_ncopy", "--trees", "2",
+                      "--out", str(tmp_path / "two"), *TINY])
+    assert two["workload"]["trees"] == 2 and two["workload"]["segments"] == 2 * one["workload"]["segments"]
+    assert two["packed_tokens"] > one["packed_tokens"]
+    for name in ("dualkv", "flash_ncopy"):
+        assert two["attention"][name]["status"] == "ok"
+        assert max(two["attention"][name]["relative_errors"].values()) <= 2e-5
 
 
 @pytest.mark.parametrize("seed", range(6))
