@@ -86,10 +86,10 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
   if constexpr (Config::kHandsDqSlots) shared.producer_segments = SegmentCursor{p.cu_seqlens};
   // One stage of a per-step pipeline: a (block_m x d) tile and its row of per-query statistics,
   // issued once the stage is free (Q, dO, LSE and D rows are read by every key tile that sees them:
-  // kept in L2). The producer's arrival on the stage's full barrier (with the
-  // bytes to expect) comes after the step is handed over (below): the transfers may complete
-  // bytes before the arrival expects them (an mbarrier's transaction count may go below zero),
-  // and the phase completes only after both.
+  // kept in L2). The producer's arrival on the stage's full barrier (with the bytes to expect)
+  // comes after the step is handed over (below): the transfers may complete bytes before the
+  // arrival expects them (an mbarrier's transaction count may go below zero), and the phase
+  // completes only after both.
   const auto load_stage = [&](typename Config::Pipeline& pipeline, const CUtensorMap* map,
                               typename Config::Element* tiles, const float* stats,
                               float(*stats_stages)[Config::kStatsFloats], const QueryStep& step) {

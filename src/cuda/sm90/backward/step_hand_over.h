@@ -34,9 +34,10 @@ struct DqSlotSource {
   int block_m;
 };
 
-// Once `step`'s loads are issued: `step` becomes the walk's next, handed over with whether the walk
-// ends there. Returns whether it did. (A walk is never empty: a key tile's own rows see it, so the
-// consumers compute its first step themselves.)
+// `step` becomes the walk's next, handed over with whether the walk ends there; returns whether it
+// did. The producer calls it for the step it is about to load, before waiting for that step's
+// stage. (A walk is never empty: a key tile's own rows see it, so the consumers compute its first
+// step themselves.)
 DUALKV_HOST_DEVICE bool hand_over_next(const QueryWalk& walk, QueryStep& step, HandedStep& handed) {
   walk.advance(step);
   handed.next = step;
