@@ -172,28 +172,30 @@ void expect_walk_covers_the_tile_queries(const Layout& layout, const BackwardRun
   }
 }
 
-// Key tile order: a tile of a segment with descendants is a unit of its own, a leaf's tiles are
-// one unit weighed by its heaviest tile; units heaviest first, a leaf's tiles contiguous and
-// heaviest first.
+// Key tile order: a tile of a root with descendants is a unit of its own; the tiles of every other
+// segment (a leaf, or an inner segment of a tree) are one unit weighed by its heaviest tile; units
+// heaviest first, a unit's tiles contiguous and heaviest first.
 void expect_key_tiles_in_units_heaviest_first(const Layout& layout, const BackwardRuns& runs,
                                               const std::vector<TileWork>& tiles, int query_block) {
   const auto rows = [&](const TileWork& t) { return key_tile_query_rows(layout, runs, t, query_block); };
-  const auto leaf = [](const TileWork& t) { return t.run_end - t.run_begin == 1; };
-  std::map<int32_t, int64_t> leaf_rows;  // segment -> its heaviest tile's rows
+  const auto grouped = [&](const TileWork& t) {
+    return t.run_end - t.run_begin == 1 || layout.parent(t.segment) >= 0;
+  };
+  std::map<int32_t, int64_t> unit_rows;  // segment -> its heaviest tile's rows
   for (const TileWork& t : tiles) {
-    if (leaf(t)) leaf_rows[t.segment] = std::max(leaf_rows[t.segment], rows(t));
+    if (grouped(t)) unit_rows[t.segment] = std::max(unit_rows[t.segment], rows(t));
   }
-  const auto unit = [&](const TileWork& t) { return leaf(t) ? leaf_rows[t.segment] : rows(t); };
-  std::set<int32_t> finished_leaves;
+  const auto unit = [&](const TileWork& t) { return grouped(t) ? unit_rows[t.segment] : rows(t); };
+  std::set<int32_t> finished_units;
   for (size_t i = 1; i < tiles.size(); ++i) {
     const TileWork &previous = tiles[i - 1], &tile = tiles[i];
     EXPECT_GE(unit(previous), unit(tile)) << "key tile " << i;
-    if (tile.segment == previous.segment && leaf(tile)) {
+    if (tile.segment == previous.segment && grouped(tile)) {
       EXPECT_GE(rows(previous), rows(tile)) << "key tile " << i;
-    } else if (leaf(previous)) {
-      finished_leaves.insert(previous.segment);
+    } else if (grouped(previous)) {
+      finished_units.insert(previous.segment);
     }
-    EXPECT_EQ(finished_leaves.count(tile.segment), 0u) << "leaf " << tile.segment << " split at key tile " << i;
+    EXPECT_EQ(finished_units.count(tile.segment), 0u) << "segment " << tile.segment << " split at key tile " << i;
   }
 }
 
