@@ -178,9 +178,7 @@ void expect_walk_covers_the_tile_queries(const Layout& layout, const BackwardRun
 void expect_key_tiles_in_units_heaviest_first(const Layout& layout, const BackwardRuns& runs,
                                               const std::vector<TileWork>& tiles, int query_block) {
   const auto rows = [&](const TileWork& t) { return key_tile_query_rows(layout, runs, t, query_block); };
-  const auto grouped = [&](const TileWork& t) {
-    return t.run_end - t.run_begin == 1 || layout.parent(t.segment) >= 0;
-  };
+  const auto grouped = [&](const TileWork& t) { return t.run_end - t.run_begin == 1 || layout.parent(t.segment) >= 0; };
   std::map<int32_t, int64_t> unit_rows;  // segment -> its heaviest tile's rows
   for (const TileWork& t : tiles) {
     if (grouped(t)) unit_rows[t.segment] = std::max(unit_rows[t.segment], rows(t));
