@@ -10,9 +10,8 @@
 // Key tiles never cross a segment boundary and start at multiples of the block from the
 // segment's first token. The key tile list is ordered heaviest first (longest-processing-time
 // order), so the long tiles of shared segments (prompts) start before the short tiles of leaves
-// (responses) fill the tail of the grid. The key tiles of every segment but a root with
-// descendants (a leaf, or a tree's inner segment) are one unit, weighed by its heaviest tile and
-// kept together (heaviest first inside): they read the same query rows and add into the same dQ
+// (responses) fill the tail of the grid. A segment's key tiles are one unit, weighed by its
+// heaviest tile and kept together (heaviest first inside): they read the same query rows and add into the same dQ
 // rows, which then stay in L2 while they run. Ordered tile by tile instead, the kernel's last
 // phase (response tiles only) ran 1.5x slower per step (docs/decisions.md, "Work order, tiles
 // and memory").
