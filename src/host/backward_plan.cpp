@@ -97,9 +97,10 @@ int64_t key_tile_query_rows(const Layout& layout, const BackwardRuns& runs, cons
 }
 
 std::vector<TileWork> plan_key_tiles(const Layout& layout, const BackwardRuns& runs, int key_block, int query_block) {
-  // Each tile with its sort key: (its unit's rows, -segment, its rows). A leaf's key tiles are one
-  // unit, weighed by its heaviest (first) tile: they read the same query rows and add into the
-  // same dQ rows, so running them together keeps those rows in L2.
+  // Each tile with its sort key: (its unit's rows, -segment, its rows). A segment's key tiles are
+  // one unit, weighed by its heaviest (first) tile: they read the same query rows and add into the
+  // same dQ rows, so running them together keeps those rows in L2 (roots too: several prompts or
+  // trees of alike weight would otherwise interleave tile by tile).
   struct Keyed {
     TileWork tile;
     std::tuple<int64_t, int32_t, int64_t> key;
@@ -109,12 +110,11 @@ std::vector<TileWork> plan_key_tiles(const Layout& layout, const BackwardRuns& r
   for (int32_t s = 0; s < layout.num_segments(); ++s) {
     const RunInterval walk = runs.walks[static_cast<size_t>(s)];
     const int64_t shared_rows = descendant_rows(runs, walk.begin, walk.end);
-    const bool leaf = walk.end - walk.begin == 1;
     const int64_t unit_rows = own_rows(layout, s, layout.segment_begin(s), query_block) + shared_rows;
     for (int64_t begin = layout.segment_begin(s); begin < layout.segment_end(s); begin += key_block) {
       const TileWork tile{static_cast<int32_t>(begin), s, walk.begin, walk.end};
       const int64_t rows = own_rows(layout, s, tile.begin, query_block) + shared_rows;
-      keyed.push_back({tile, {leaf ? unit_rows : rows, -s, rows}});
+      keyed.push_back({tile, {unit_rows, -s, rows}});
     }
   }
   // Units heaviest first; a unit's tiles together (segment ascending), heaviest first inside.

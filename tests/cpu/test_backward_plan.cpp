@@ -172,28 +172,23 @@ void expect_walk_covers_the_tile_queries(const Layout& layout, const BackwardRun
   }
 }
 
-// Key tile order: a tile of a segment with descendants is a unit of its own, a leaf's tiles are
-// one unit weighed by its heaviest tile; units heaviest first, a leaf's tiles contiguous and
-// heaviest first.
+// Key tile order: a segment's tiles are one unit weighed by its heaviest tile; units heaviest
+// first, a unit's tiles contiguous and heaviest first.
 void expect_key_tiles_in_units_heaviest_first(const Layout& layout, const BackwardRuns& runs,
                                               const std::vector<TileWork>& tiles, int query_block) {
   const auto rows = [&](const TileWork& t) { return key_tile_query_rows(layout, runs, t, query_block); };
-  const auto leaf = [](const TileWork& t) { return t.run_end - t.run_begin == 1; };
-  std::map<int32_t, int64_t> leaf_rows;  // segment -> its heaviest tile's rows
-  for (const TileWork& t : tiles) {
-    if (leaf(t)) leaf_rows[t.segment] = std::max(leaf_rows[t.segment], rows(t));
-  }
-  const auto unit = [&](const TileWork& t) { return leaf(t) ? leaf_rows[t.segment] : rows(t); };
-  std::set<int32_t> finished_leaves;
+  std::map<int32_t, int64_t> unit_rows;  // segment -> its heaviest tile's rows
+  for (const TileWork& t : tiles) unit_rows[t.segment] = std::max(unit_rows[t.segment], rows(t));
+  std::set<int32_t> finished_units;
   for (size_t i = 1; i < tiles.size(); ++i) {
     const TileWork &previous = tiles[i - 1], &tile = tiles[i];
-    EXPECT_GE(unit(previous), unit(tile)) << "key tile " << i;
-    if (tile.segment == previous.segment && leaf(tile)) {
+    EXPECT_GE(unit_rows[previous.segment], unit_rows[tile.segment]) << "key tile " << i;
+    if (tile.segment == previous.segment) {
       EXPECT_GE(rows(previous), rows(tile)) << "key tile " << i;
-    } else if (leaf(previous)) {
-      finished_leaves.insert(previous.segment);
+    } else {
+      finished_units.insert(previous.segment);
     }
-    EXPECT_EQ(finished_leaves.count(tile.segment), 0u) << "leaf " << tile.segment << " split at key tile " << i;
+    EXPECT_EQ(finished_units.count(tile.segment), 0u) << "segment " << tile.segment << " split at key tile " << i;
   }
 }
 
@@ -294,6 +289,8 @@ struct LegacyTile {
   int32_t begin, segment, prompt, group_end;
 };
 
+// The two-level planner's key tiles, except that a prompt's tiles are one unit too (weighed by its
+// first tile), as every segment's are now: with several groups, prompts no longer interleave.
 std::vector<LegacyTile> legacy_key_tiles(const Layout& layout, int key_block, int query_block) {
   std::vector<LegacyTile> tiles;
   const auto rows = [&](const LegacyTile& t) {
@@ -311,8 +308,7 @@ std::vector<LegacyTile> legacy_key_tiles(const Layout& layout, int key_block, in
     }
   }
   const auto key = [&](const LegacyTile& t) {
-    const int64_t unit =
-        t.segment == t.prompt ? rows(t) : rows({layout.segment_begin(t.segment), t.segment, t.prompt, t.group_end});
+    const int64_t unit = rows({layout.segment_begin(t.segment), t.segment, t.prompt, t.group_end});
     return std::tuple(unit, -t.segment, rows(t));
   };
   std::stable_sort(tiles.begin(), tiles.end(),
