@@ -114,4 +114,13 @@ __device__ __forceinline__ void zero_invisible(Scores& s, Scores& ds, const Coor
   }
 }
 
+// The same for one tile, for kernels that mask P before dP has landed and dS after.
+template <typename Scores, typename Coords, typename Visible>
+__device__ __forceinline__ void zero_invisible(Scores& scores, const Coords& rc, const Visible& visible) {
+  CUTE_UNROLL
+  for (int i = 0; i < cute::size(scores); ++i) {
+    scores(i) = visible(cute::get<0>(rc(i)), cute::get<1>(rc(i))) ? scores(i) : 0.f;
+  }
+}
+
 }  // namespace dualkv::detail

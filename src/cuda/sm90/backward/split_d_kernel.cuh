@@ -13,22 +13,23 @@
 //     during the step instead of walking; setmaxnreg lowers its registers.
 //   warpgroups 1 and 2, consumers: warpgroup w owns queries [32 w, 32 w + 32) of the step's S^T and
 //     dP^T and columns [128 w, 128 w + 128) of dK, dV and dQ. Per step: S^T = K Q^T and
-//     dP^T = V dO^T issued back to back (shared operands); once S^T is done the previous step's dV
-//     and dK, issued behind it, are done too, and that step's Q and dO stages go back to the
-//     producer; P^T from S^T while dP^T runs, then dS^T (a masking pass only on boundary steps);
-//     P^T and dS^T (16-bit) to this step's shared buffers, one barrier of both warpgroups; then
-//     dQ = dS K (atomic mode), dV += P^T dO and dK += dS^T Q issued as three batches; once dQ is
-//     done its 64 values per thread go to the step's accumulator slot (dq_accumulator.h) as 16
-//     vector reductions (red.global.add.v4.f32: 4 consecutive values of a thread are 16
-//     contiguous bytes of a 64 x 64 block, a warp's 32 reductions one 512-byte run): 4 at once,
-//     while dV and dK still run into the next step, and 12 held in registers until the next
-//     step's S^T and dP^T are issued (HeldDqVectors). Deterministic mode: dV and dK only.
+//     dP^T = V dO^T issued back to back (shared operands); once S^T is done the previous step's dK,
+//     issued before it, is done too, and that step's Q and dO stages go back to the producer; P^T
+//     from S^T while dP^T runs, to this step's shared buffer (16-bit), a barrier of both
+//     warpgroups, and dV += P^T dO issued behind dP^T; then dS^T, to its buffer, a second barrier
+//     (a masking pass on P^T and dS^T only on boundary steps); then dQ = dS K (atomic mode) and
+//     dK += dS^T Q issued as two batches; once dQ is done its 64 values per thread go to the
+//     step's accumulator slot (dq_accumulator.h) as 16 vector reductions (red.global.add.v4.f32:
+//     4 consecutive values of a thread are 16 contiguous bytes of a 64 x 64 block, a warp's 32
+//     reductions one 512-byte run): 4 at once, while dK still runs into the next step, and 12
+//     held in registers until the next step's S^T and dP^T are issued (HeldDqVectors).
+//     Deterministic mode: dV and dK only.
 //
 // Pipeline: K and V on one transaction barrier; Q+LSE and dO+D each through kStages buffers of
 // CUTLASS's PipelineTmaAsync (full: TMA transaction bytes; empty: every consumer thread). P^T and
 // dS^T alternate between two buffers: a warpgroup writes buffer b at step i + 2 only after passing
-// step i + 1's barrier, which the other warpgroup reaches only after its step-i GEMMs (the last
-// readers of b) are done (it waits for them at step i + 1's S^T).
+// step i + 1's P^T barrier, which the other warpgroup reaches only after its step-i GEMMs (the
+// last readers of b) are done (it waits for them at step i + 1's S^T).
 //
 // Rows outside the walk's queries and keys past the tile's segment: as kernel.cuh (zero_rows.cuh):
 // K rows past the segment (contracted by dQ) and, on boundary steps, Q and dO rows outside the
@@ -58,8 +59,9 @@ namespace dualkv::detail::sm90 {
 
 // Named barriers of the consumer warpgroups (beyond CUTLASS's reserved ones).
 enum SplitDimBarrier : uint32_t {
-  kSplitDimRowsZeroed = 0,     // rows zeroed, visible to the async proxy
-  kSplitDimScoresWritten = 1,  // the step's P^T and dS^T are in shared memory
+  kSplitDimRowsZeroed = 0,            // rows zeroed, visible to the async proxy
+  kSplitDimProbabilitiesWritten = 1,  // the step's P^T is in shared memory
+  kSplitDimScoresWritten = 2,         // the step's dS^T is in shared memory
 };
 
 // This thread's dQ values of warpgroup `warpgroup` in `slot` of `head` as vector reductions: values
@@ -217,8 +219,8 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
   // the first send's zeros go to that slot of the KV head's first query head.
   HeldDqVectors<Config::kColumnsPerWarpgroup * kBlockM / 128 / 4, 12> held_dq(dq_vectors<Config>(
       params, work.kv_head * (p.heads / p.kv_heads), blockIdx.x / p.kv_heads, warpgroup, warpgroup_thread));
-  // The previous step's dV and dK are still running when this step's S^T and dP^T are issued; its
-  // Q and dO stages go back once S^T is seen complete.
+  // The previous step's dK is still running when this step's S^T and dP^T are issued; its Q and
+  // dO stages go back once S^T is seen complete.
   bool release_pending = false;
   typename Config::Pipeline::PipelineState q_release_state, do_release_state;
   for (;;) {
@@ -262,13 +264,17 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
       do_pipeline.consumer_release(do_release_state);
     }
     softmax_probabilities<1>(s_rc, lse_log2, scale_log2);
+    if (needs_mask) zero_invisible(s_rc, score_coords_rc, visible);
+    store_scores(mma_sdp, thread, convert_fragment<Element>(acc_s), sPt(_, _, scores_stage));
+    publish_to_consumers<Config>(kSplitDimProbabilitiesWritten);
+    // dV += P^T dO, queued behind dP^T: the tensor pipe runs it while dS is computed and stored,
+    // where it would otherwise idle until the dS barrier.
+    warpgroup_gemm<false, -1>(mma_kv, tKVrP(_, _, _, scores_stage), tKVrdOt(_, _, _, do_stage), acc_dv);
     const auto delta = query_stats<true, 1, decltype(s_rc)>(score_coords_rc, shared.delta[do_stage] + stats_skip);
-    warpgroup_wait<0>();
+    warpgroup_wait<1>();  // dP^T
     warpgroup_fence_operand(acc_dp);
     softmax_score_gradients<1>(s_rc, dp_rc, delta);
-    if (needs_mask) zero_invisible(s_rc, dp_rc, score_coords_rc, visible);
-
-    store_scores(mma_sdp, thread, convert_fragment<Element>(acc_s), sPt(_, _, scores_stage));
+    if (needs_mask) zero_invisible(dp_rc, score_coords_rc, visible);
     store_scores(mma_sdp, thread, convert_fragment<Element>(acc_dp), sdSt(_, _, scores_stage));
     publish_to_consumers<Config>(kSplitDimScoresWritten);
     // The next step, read where the fewest accumulators are live, a step before its stage lands
@@ -278,11 +284,9 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
     if constexpr (kAccumulateDq) {
       Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
       warpgroup_gemm<true, -1>(mma_dq, tDqrdS(_, _, _, scores_stage), tDqrKt, acc_dq);
-      warpgroup_gemm<false, -1>(mma_kv, tKVrP(_, _, _, scores_stage), tKVrdOt(_, _, _, do_stage), acc_dv);
-      warpgroup_gemm<false, 2>(mma_kv, tKVrdS(_, _, _, scores_stage), tKVrQt(_, _, _, q_stage), acc_dk);
+      warpgroup_gemm<false, 1>(mma_kv, tKVrdS(_, _, _, scores_stage), tKVrQt(_, _, _, q_stage), acc_dk);
       held_dq.send_and_hold(dq_vectors<Config>(params, step.head, slot, warpgroup, warpgroup_thread), acc_dq);
     } else {
-      warpgroup_gemm<false, -1>(mma_kv, tKVrP(_, _, _, scores_stage), tKVrdOt(_, _, _, do_stage), acc_dv);
       warpgroup_gemm<false, -1>(mma_kv, tKVrdS(_, _, _, scores_stage), tKVrQt(_, _, _, q_stage), acc_dk);
     }
     q_release_state = q_state;
