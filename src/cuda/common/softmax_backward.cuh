@@ -101,26 +101,23 @@ __device__ __forceinline__ void softmax_score_gradients(const Scores& p, Scores&
   }
 }
 
-// Sets the entries that `visible` rejects to 0 in both tiles, after an unmasked softmax_backward:
-// kernels whose masked steps are rare run the unmasked math on every step and this pass only on
-// the masked ones (a select, so a NaN computed in a masked entry never survives).
-template <typename Scores, typename Coords, typename Visible>
-__device__ __forceinline__ void zero_invisible(Scores& s, Scores& ds, const Coords& rc, const Visible& visible) {
-  CUTE_UNROLL
-  for (int i = 0; i < cute::size(s); ++i) {
-    const bool shown = visible(cute::get<0>(rc(i)), cute::get<1>(rc(i)));
-    s(i) = shown ? s(i) : 0.f;
-    ds(i) = shown ? ds(i) : 0.f;
-  }
-}
-
-// The same for one tile, for kernels that mask P before dP has landed and dS after.
+// Sets the entries of one tile that `visible` rejects to 0: kernels whose masked steps are rare
+// run the unmasked math on every step and this pass only on the masked ones (a select, so a NaN
+// computed in a masked entry never survives). Kernels that mask P before dP has landed call it
+// per tile.
 template <typename Scores, typename Coords, typename Visible>
 __device__ __forceinline__ void zero_invisible(Scores& scores, const Coords& rc, const Visible& visible) {
   CUTE_UNROLL
   for (int i = 0; i < cute::size(scores); ++i) {
     scores(i) = visible(cute::get<0>(rc(i)), cute::get<1>(rc(i))) ? scores(i) : 0.f;
   }
+}
+
+// The same for P and dS together, after an unmasked softmax_backward.
+template <typename Scores, typename Coords, typename Visible>
+__device__ __forceinline__ void zero_invisible(Scores& s, Scores& ds, const Coords& rc, const Visible& visible) {
+  zero_invisible(s, rc, visible);
+  zero_invisible(ds, rc, visible);
 }
 
 }  // namespace dualkv::detail

@@ -17,7 +17,7 @@
 //     issued before it, is done too, and that step's Q and dO stages go back to the producer; P^T
 //     from S^T while dP^T runs, to this step's shared buffer (16-bit), a barrier of both
 //     warpgroups, and dV += P^T dO issued behind dP^T; then dS^T, to its buffer, a second barrier
-//     (a masking pass on P^T and dS^T only on boundary steps); then dQ = dS K (atomic mode) and
+//     (on boundary steps each is masked before its store); then dQ = dS K (atomic mode) and
 //     dK += dS^T Q issued as two batches; once dQ is done its 64 values per thread go to the
 //     step's accumulator slot (dq_accumulator.h) as 16 vector reductions (red.global.add.v4.f32:
 //     4 consecutive values of a thread are 16 contiguous bytes of a 64 x 64 block, a warp's 32
