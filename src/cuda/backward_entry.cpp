@@ -58,6 +58,7 @@ struct BackwardLaunch {
   int query_block;
   int dq_query_block;  // 0 unless deterministic
   const sm80::BackwardTileShape* portable;
+  bool paces_walks;  // Hopper only (sm90/backward/walk_pacing.h)
 };
 
 // The first compiled shape of q.head_dim that fits the device's shared memory per block (or
@@ -93,13 +94,19 @@ BackwardLaunch blocks_for(const BackwardParams& params, bool hopper) {
 #ifdef DUALKV_WITH_SM90
   if (hopper) {
     const sm90::BackwardBlocks blocks = sm90::backward_blocks(params);
-    return {static_cast<int>(params.q.head_dim), blocks.key_block, blocks.query_block, blocks.dq_query_block, nullptr};
+    return {static_cast<int>(params.q.head_dim),
+            blocks.key_block,
+            blocks.query_block,
+            blocks.dq_query_block,
+            nullptr,
+            blocks.paces_walks};
   }
 #endif
   (void)hopper;
   check_compiled(params);
   const sm80::BackwardTileShape& shape = tile_shape_for(params);
-  return {shape.head_dim, shape.key_block, shape.query_block, params.deterministic ? shape.dq_query_block : 0, &shape};
+  return {shape.head_dim, shape.key_block, shape.query_block, params.deterministic ? shape.dq_query_block : 0, &shape,
+          false};
 }
 
 BackwardWorkspace workspace_for(const Layout& layout, const BackwardParams& params, const BackwardLaunch& blocks) {
@@ -107,8 +114,9 @@ BackwardWorkspace workspace_for(const Layout& layout, const BackwardParams& para
   const int64_t tokens = layout.total_tokens();
   const int64_t dq_accum_rows =
       hopper ? sm90::dq_accumulator_rows(tokens, layout.num_segments(), blocks.query_block) : tokens;
+  const int64_t walk_progress_slots = blocks.paces_walks ? count_tiles(layout, blocks.key_block) * params.k.heads : 0;
   return plan_backward_workspace(tokens, dq_accum_rows, params.q.heads, blocks.head_dim, params.deterministic,
-                                 /*stores_lse_log2=*/hopper);
+                                 /*stores_lse_log2=*/hopper, walk_progress_slots);
 }
 
 }  // namespace
@@ -183,6 +191,7 @@ void cuda_backward(const Layout& layout, const BackwardParams& params) {
   k.kv_heads = static_cast<int>(p.k.heads);
   k.softmax_scale = p.softmax_scale;
   k.stream = p.options.stream;
+  k.walk_progress = ws.walk_progress_slots > 0 ? reinterpret_cast<uint64_t*>(base + ws.walk_progress_offset) : nullptr;
 
 #ifdef DUALKV_WITH_SM90
   if (blocks.portable == nullptr) return sm90::backward(p, k);

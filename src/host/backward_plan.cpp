@@ -145,7 +145,7 @@ PlanImage backward_plan_image(const Layout& layout, int key_block, int query_blo
 }
 
 BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t dq_accum_rows, int64_t heads, int64_t head_dim,
-                                          bool deterministic, bool stores_lse_log2) {
+                                          bool deterministic, bool stores_lse_log2, int64_t walk_progress_slots) {
   BackwardWorkspace ws;
   ws.has_dq_accum = !deterministic;
   ws.has_lse_log2 = stores_lse_log2;
@@ -158,6 +158,9 @@ BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t dq_accum_rows,
   offset += align_up(stats_bytes);
   ws.lse_log2_offset = offset;
   if (ws.has_lse_log2) offset += align_up(stats_bytes + kStatsReadSlack * sizeof(float));
+  ws.walk_progress_offset = offset;
+  ws.walk_progress_slots = walk_progress_slots;
+  offset += align_up(static_cast<size_t>(walk_progress_slots) * sizeof(uint64_t));
   ws.total_bytes = offset;
   return ws;
 }

@@ -43,6 +43,8 @@
 //   lse_log2   fp32 (H, T') likewise; only for the Hopper kernel, which bulk-copies D and the
 //              forward's LSE times log2(e) (16-byte aligned rows, whatever the caller's LSE
 //              strides are; pre-multiplied so its exp2 needs no multiply per query)
+//   walk_progress  uint64 per KV-kernel CTA; only for Hopper kernels that pace their walks
+//              (sm90/backward/walk_pacing.h)
 // The lse_log2 region ends with kStatsReadSlack floats: the Hopper kernel copies block_m + 4
 // floats from the 16-byte aligned start at or before a query tile's first row, which may run past
 // a region's last row (past delta's, into lse_log2).
@@ -121,7 +123,9 @@ inline constexpr int64_t kStatsReadSlack = 132;
 struct BackwardWorkspace {
   size_t dq_accum_offset = 0;  // meaningful only if has_dq_accum
   size_t delta_offset = 0;
-  size_t lse_log2_offset = 0;    // meaningful only if has_lse_log2
+  size_t lse_log2_offset = 0;       // meaningful only if has_lse_log2
+  size_t walk_progress_offset = 0;  // meaningful only if walk_progress_slots > 0
+  int64_t walk_progress_slots = 0;
   int64_t stats_row_stride = 0;  // floats from one head's delta (and lse_log2) row to the next
   bool has_dq_accum = false;
   bool has_lse_log2 = false;
@@ -130,8 +134,9 @@ struct BackwardWorkspace {
 
 // Region offsets for `tokens` tokens of `heads` query heads of `head_dim`, with a dQ accumulator
 // (unless deterministic) of dq_accum_rows rows of head_dim floats per head: the portable family
-// keeps one row per token, the Hopper family adds padding rows (sm90/backward/dq_accumulator.h).
+// keeps one row per token, the Hopper family adds padding rows (sm90/backward/dq_accumulator.h);
+// and walk_progress_slots progress slots (0: none).
 BackwardWorkspace plan_backward_workspace(int64_t tokens, int64_t dq_accum_rows, int64_t heads, int64_t head_dim,
-                                          bool deterministic, bool stores_lse_log2);
+                                          bool deterministic, bool stores_lse_log2, int64_t walk_progress_slots);
 
 }  // namespace dualkv::detail

@@ -457,7 +457,7 @@ TEST(BackwardPlan, WorkspaceAndPlansStayWithinHalfTheTensors) {
           for (bool deterministic : {false, true}) {
             const BackwardWorkspace ws =
                 plan_backward_workspace(layout.total_tokens(), /*dq_accum_rows=*/layout.total_tokens(), heads, head_dim,
-                                        deterministic, /*stores_lse_log2=*/true);
+                                        deterministic, /*stores_lse_log2=*/true, /*walk_progress_slots=*/0);
             const double plan_bytes =
                 forward_plan_bytes + backward_plan_image(layout, 128, 64, deterministic ? 64 : 0).bytes().size();
             const double fixed_bytes = (kStatsReadSlack + 2 * 3 * heads) * sizeof(float) + 16;
@@ -477,8 +477,10 @@ TEST(BackwardPlan, WorkspaceRegionsAreAlignedAndDisjoint) {
     for (const int64_t dq_accum_rows : {tokens, tokens + 3 * 64 + 5}) {
       for (bool deterministic : {false, true}) {
         for (bool stores_lse_log2 : {false, true}) {
-          const BackwardWorkspace ws =
-              plan_backward_workspace(tokens, dq_accum_rows, heads, head_dim, deterministic, stores_lse_log2);
+          // Hopper (lse_log2) with paced walks: a slot per (64-key tile, KV head) CTA of 2 KV heads.
+          const int64_t walk_progress_slots = stores_lse_log2 ? (tokens + 63) / 64 * 2 : 0;
+          const BackwardWorkspace ws = plan_backward_workspace(tokens, dq_accum_rows, heads, head_dim, deterministic,
+                                                               stores_lse_log2, walk_progress_slots);
           EXPECT_EQ(ws.has_dq_accum, !deterministic);
           EXPECT_EQ(ws.has_lse_log2, stores_lse_log2);
           // Rows of 16-byte multiples that hold every token: TMA needs aligned row starts.
@@ -492,6 +494,10 @@ TEST(BackwardPlan, WorkspaceRegionsAreAlignedAndDisjoint) {
           std::vector<Region> regions{{ws.delta_offset, stats_bytes}};
           if (stores_lse_log2) regions.push_back({ws.lse_log2_offset, stats_bytes + kStatsReadSlack * sizeof(float)});
           if (!deterministic) regions.push_back({ws.dq_accum_offset, dq_accum_rows * heads * head_dim * sizeof(float)});
+          EXPECT_EQ(ws.walk_progress_slots, walk_progress_slots);
+          if (walk_progress_slots > 0) {
+            regions.push_back({ws.walk_progress_offset, walk_progress_slots * sizeof(uint64_t)});
+          }
           for (size_t i = 0; i < regions.size(); ++i) {
             EXPECT_EQ(regions[i].offset % 16, 0u);
             EXPECT_LE(regions[i].offset + regions[i].bytes, ws.total_bytes);

@@ -40,7 +40,9 @@ struct BackwardKernelParams {
   int heads;
   int kv_heads;
   float softmax_scale;
-  void* stream;  // cudaStream_t
+  void* stream;             // cudaStream_t
+  uint64_t* walk_progress;  // Hopper kernels with paced walks: one zeroed slot per KV-kernel CTA
+                            // (sm90/backward/walk_pacing.h); else nullptr
 };
 
 }  // namespace dualkv::detail

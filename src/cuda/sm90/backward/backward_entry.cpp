@@ -59,7 +59,8 @@ bool backward_fits(const BackwardParams& params) {
 
 BackwardBlocks backward_blocks(const BackwardParams& params) {
   const BackwardTileShape& shape = *find_backward_tile_shape(params.q.head_dim);
-  return {shape.block_n, shape.block_m, params.deterministic ? kDeterministicDqShape.dq_query_block : 0};
+  return {shape.block_n, shape.block_m, params.deterministic ? kDeterministicDqShape.dq_query_block : 0,
+          shape.walk_lead_steps > 0};
 }
 
 void backward(const BackwardParams& p, const BackwardKernelParams& kernel_params) {

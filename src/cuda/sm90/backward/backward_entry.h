@@ -19,11 +19,13 @@ bool backward_covers(const BackwardParams& params);
 bool backward_fits(const BackwardParams& params);
 
 // Tile sizes of the host plan: key tiles of key_block keys walked in query steps of query_block,
-// and (deterministic mode) query tiles of dq_query_block for the dQ kernel, else 0.
+// and (deterministic mode) query tiles of dq_query_block for the dQ kernel, else 0; whether the
+// kernel paces its walks (walk_pacing.h: then the workspace holds a progress slot per CTA).
 struct BackwardBlocks {
   int key_block;
   int query_block;
   int dq_query_block;
+  bool paces_walks;
 };
 BackwardBlocks backward_blocks(const BackwardParams& params);
 

@@ -25,6 +25,7 @@ struct BackwardConfigCommon {
   static constexpr int kBlockN = kShape.block_n;
   static constexpr int kBlockM = kShape.block_m;
   static constexpr int kStages = kShape.stages;
+  static constexpr int kWalkLeadRows = kShape.walk_lead_steps * kBlockM;  // walk_pacing.h; 0: not paced
   static constexpr int kConsumerWarpgroups = kConsumerWarpgroups_;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   static constexpr int kThreads = 128 + kConsumerThreads;  // warpgroup 0 produces

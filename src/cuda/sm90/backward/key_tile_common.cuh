@@ -19,6 +19,7 @@
 #include "cuda/common/query_walk.h"
 #include "cuda/sm90/backward/launch.h"
 #include "cuda/sm90/backward/step_hand_over.h"
+#include "cuda/sm90/backward/walk_pacing.cuh"
 #include "cuda/sm90/common/fragments.cuh"
 #include "cuda/sm90/common/tma_tile.cuh"
 #include "cuda/sm90/common/warp_specialized.cuh"
@@ -112,8 +113,12 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
   // when the next step's S^T is done, and a late producer would delay that step's successor. Its
   // walk, cursor and pending step are in shared memory, read where used: its warpgroup has 24
   // registers.
+  // Paced walks (walk_pacing.h): the position goes out before the step's loads, and a producer too
+  // far ahead of its predecessor waits there.
+  const WalkPacer<Config::kWalkLeadRows> pacer(p);
   for (QueryStep step = walk.first;;) {
     const QueryStep loading = step;
+    pacer.pace(loading);
     bool last;
     if constexpr (Config::kHandsDqSlots) {
       const DqSlotSource slots{work.tile, p.runs, shared.producer_segments,
@@ -130,6 +135,7 @@ __device__ void produce_backward(const BackwardTmaParams& params, typename Confi
     ++state;
     if (last) break;
   }
+  pacer.finish();
 }
 
 // Epilogue: dK = scale * sum dS^T Q and dV = sum P^T dO of consumer thread `thread`'s values of

@@ -54,6 +54,10 @@ void run_backward(const BackwardTmaParams& params) {
   const auto stream = static_cast<cudaStream_t>(p.stream);
 
   const int kv_blocks = p.num_key_tiles * p.kv_heads;
+  if constexpr (Config::kWalkLeadRows > 0) {
+    check_cuda(cudaMemsetAsync(p.walk_progress, 0, kv_blocks * sizeof(uint64_t), stream),
+               "cudaMemsetAsync (walk progress)");
+  }
   if (p.dq_accum != nullptr) {
     // The tiled accumulator, slot padding included, is zeroed whole; the pre-pass would zero
     // (H, T, d) rows.

@@ -13,6 +13,9 @@
 //     step's queries of S^T and dP^T; P^T and dS^T cross shared memory. Shared memory: K and V,
 //     stages x Q and dO, stages x P^T and dS^T (block_n x block_m), stages x LSE and D; dQ goes to
 //     the accumulator by vector reductions from registers, no staging.
+//
+// walk_lead_steps > 0 paces the walks (walk_pacing.h): a key tile's producer runs at most that many
+// query steps ahead of the key tile before it in the plan while both walk the same query head.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +32,7 @@ struct BackwardTileShape {
   int block_m;  // queries per step
   int stages;
   BackwardSplit split;
+  int walk_lead_steps;  // 0: walks not paced
 };
 
 // A consumer warpgroup's 64 x 64 fp32 dQ block, staged in shared memory for the dQ warp.
@@ -37,11 +41,14 @@ inline constexpr int kStagedDqFloats = 64 * 64;
 // head_dim 64 steps over 128 queries (the dQ block of a warpgroup is then its half of the rows);
 // head_dim 128 over 64 (its half of the columns), which keeps dK, dV, S^T and dP^T in 240 registers.
 // head_dim 256: 64 keys, 64-query steps; a warpgroup holds 64 x 128 of dK, dV and (briefly) dQ:
-// 192 accumulator registers.
+// 192 accumulator registers. Its walks are paced one step (docs/performance.md: unpaced, its key
+// tiles drift apart until their Q, dO and dQ lines no longer fit L2; a lead of 1 or 2 steps ran
+// alike, 3 fell off that cliff at 24:4 (16, 32K)). head_dim 128's walks are not: pacing them moved
+// its backward by -1.3% to +0.5% at 32:8 (one run).
 inline constexpr BackwardTileShape kBackwardTileShapes[] = {
-    {64, 128, 128, 2, BackwardSplit::kKeys},
-    {128, 128, 64, 2, BackwardSplit::kKeys},
-    {256, 64, 64, 2, BackwardSplit::kHeadDim},
+    {64, 128, 128, 2, BackwardSplit::kKeys, 0},
+    {128, 128, 64, 2, BackwardSplit::kKeys, 0},
+    {256, 64, 64, 2, BackwardSplit::kHeadDim, 1},
 };
 
 // The compiled shape for head_dim, or nullptr.
