@@ -73,8 +73,13 @@ struct BackwardConfig : KeySplitCommon<Element_, kHeadDim_> {
                                  cute::GMMA::Major::MN, cute::GMMA::Major::MN>(),
       cute::Layout<cute::Shape<cute::Int<kDqWarpgroupsAlongM>, cute::Int<kDqWarpgroupsAlongN>, cute::_1>>{}));
 
+  // Warpgroup w's S^T and dP^T accumulators hold keys [64 w, 64 w + 64) and every query.
+  static constexpr int score_first_key(int warpgroup) { return 64 * warpgroup; }
+  static constexpr int score_first_query(int /*warpgroup*/) { return 0; }
+  static constexpr int kScoreQueriesPerWarpgroup = kBlockM;
+
   // (queries, keys, stage): dS as the A operand of dQ, queries contiguous; the dS^T accumulator is
-  // stored into it by stmatrix (ds_store.cuh).
+  // stored into it by stmatrix (score_store.cuh).
   using SmemLayoutDs =
       decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
                                    cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>, cute::Int<kStages>>{}));

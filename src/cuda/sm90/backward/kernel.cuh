@@ -64,9 +64,9 @@
 #include "cuda/common/softmax_backward.cuh"
 #include "cuda/sm90/backward/config.cuh"
 #include "cuda/sm90/backward/dq_accumulator.h"
-#include "cuda/sm90/backward/ds_store.cuh"
 #include "cuda/sm90/backward/key_tile_common.cuh"
 #include "cuda/sm90/backward/launch.h"
+#include "cuda/sm90/backward/score_store.cuh"
 #include "cuda/sm90/backward/zero_rows.cuh"
 #include "cuda/sm90/common/fragments.cuh"
 #include "cuda/sm90/common/hide_from_hoisting.cuh"
@@ -195,7 +195,7 @@ __device__ void consume_backward(const BackwardTmaParams& params, typename Confi
   Tensor tKVrdOt = operands_kv.partition_fragment_B(sdOt);
   Tensor tDqrdS = operands_dq.partition_fragment_A(sdS);
   Tensor tDqrKt = operands_dq.partition_fragment_B(sKt);
-  const DsTransposedStore<Config> ds_store(shared.ds, thread);
+  const TransposedScoreStore<Config, typename Config::SmemLayoutDs> ds_store(shared.ds, thread);
 
   const Tensor score_coords_rc = score_coordinates<Config>(mma_sdp, thread);
 

@@ -73,11 +73,17 @@ struct SplitDimBackwardConfig : BackwardConfigCommon<Element_, kHeadDim_, 2> {
                                  cute::GMMA::Major::MN, cute::GMMA::Major::MN>(),
       WarpgroupsAlongN{}));
 
+  // Warpgroup w's S^T and dP^T accumulators hold every key and queries [32 w, 32 w + 32).
+  static constexpr int score_first_key(int /*warpgroup*/) { return 0; }
+  static constexpr int score_first_query(int warpgroup) { return kQueriesPerWarpgroup * warpgroup; }
+  static constexpr int kScoreQueriesPerWarpgroup = kQueriesPerWarpgroup;
+
   // (keys, queries, stage): P^T and dS^T as the A operand of dV and dK, queries contiguous.
   using SmemLayoutScoresT =
       decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<Element>{},
                                    cute::Shape<cute::Int<kBlockN>, cute::Int<kBlockM>, cute::Int<kStages>>{}));
-  // (queries, keys, stage): the same bytes as dS^T, the A operand of dQ.
+  // (queries, keys, stage): the same bytes as dS^T, the A operand of dQ; P^T and dS^T are stored
+  // through it by stmatrix (score_store.cuh).
   using SmemLayoutScores =
       decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
                                    cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>, cute::Int<kStages>>{}));

@@ -8,21 +8,23 @@
 //
 // Warp roles (kThreads = 128 + 256):
 //   warpgroup 0: thread 0 walks the steps and issues every TMA load (K and V once, then per step
-//     the Q tile with its LSE and the dO tile with its D: key_tile_common.cuh), and writes beside
+//     the Q tile with its LSE and the dO tile with its D: key_tile_common.cuh), paces the walk
+//     a step behind the previous key tile's (walk_pacing.h), and writes beside
 //     each step's Q stage the step after it with that step's dQ slot, which the consumers read
 //     during the step instead of walking; setmaxnreg lowers its registers.
 //   warpgroups 1 and 2, consumers: warpgroup w owns queries [32 w, 32 w + 32) of the step's S^T and
 //     dP^T and columns [128 w, 128 w + 128) of dK, dV and dQ. Per step: S^T = K Q^T and
 //     dP^T = V dO^T issued back to back (shared operands); once S^T is done the previous step's dK,
 //     issued before it, is done too, and that step's Q and dO stages go back to the producer; P^T
-//     from S^T while dP^T runs, to this step's shared buffer (16-bit), a barrier of both
-//     warpgroups, and dV += P^T dO issued behind dP^T; then dS^T, to its buffer, a second barrier
-//     (on boundary steps each is masked before its store); then dQ = dS K (atomic mode) and
-//     dK += dS^T Q issued as two batches; once dQ is done its 64 values per thread go to the
-//     step's accumulator slot (dq_accumulator.h) as 16 vector reductions (red.global.add.v4.f32:
-//     4 consecutive values of a thread are 16 contiguous bytes of a 64 x 64 block, a warp's 32
-//     reductions one 512-byte run): 4 at once, while dK still runs into the next step, and 12
-//     held in registers until the next step's S^T and dP^T are issued (HeldDqVectors).
+//     from S^T while dP^T runs, to this step's shared buffer (16-bit, stmatrix: score_store.cuh),
+//     a barrier of both warpgroups, and dV += P^T dO issued behind dP^T; then dS^T, to its
+//     buffer, a second barrier (on boundary steps P^T and dS^T are masked before their stores);
+//     then dQ = dS K (atomic mode) and dK += dS^T Q issued as two batches; once dQ is done its 64
+//     values per thread go to the step's accumulator slot (dq_accumulator.h) as 16 vector
+//     reductions (red.global.add.v4.f32: 4 consecutive values of a thread are 16 contiguous bytes
+//     of a 64 x 64 block, a warp's 32 reductions one 512-byte run): 4 at once, while dK still runs
+//     into the next step, and 12 held in registers until the next step's S^T and dP^T are issued
+//     (HeldDqVectors).
 //     Deterministic mode: dV and dK only.
 //
 // Pipeline: K and V on one transaction barrier; Q+LSE and dO+D each through kStages buffers of
@@ -50,10 +52,10 @@
 #include "cuda/common/softmax_backward.cuh"
 #include "cuda/sm90/backward/dq_accumulator.h"
 #include "cuda/sm90/backward/key_tile_common.cuh"
+#include "cuda/sm90/backward/score_store.cuh"
 #include "cuda/sm90/backward/split_d_config.cuh"
 #include "cuda/sm90/backward/zero_rows.cuh"
 #include "cuda/sm90/common/fragments.cuh"
-#include "cuda/sm90/common/hide_from_hoisting.cuh"
 
 namespace dualkv::detail::sm90 {
 
@@ -128,20 +130,6 @@ struct HeldDqVectors {
   }
 };
 
-// Stores this thread's 16-bit score values (the S^T / dP^T accumulator's layout) to their place in
-// the (keys x queries) shared tile `scores` of one stage. The partition is made from a thread
-// index the compiler cannot hoist, so the swizzled addresses are recomputed per step instead of
-// being held in registers across the walk.
-template <typename TiledMma, typename Fragment, typename SharedTile>
-__device__ __forceinline__ void store_scores(const TiledMma& mma_sdp, int thread, const Fragment& values,
-                                             SharedTile&& scores) {
-  int storing_thread = thread;
-  hide_from_hoisting(storing_thread);
-  auto destination = mma_sdp.get_thread_slice(storing_thread).partition_C(scores);
-  CUTE_UNROLL
-  for (int i = 0; i < cute::size(values); ++i) destination(i) = values(i);
-}
-
 template <typename Config, bool kAccumulateDq>
 __device__ void consume_split_dim_backward(const BackwardTmaParams& params, typename Config::SharedStorage& shared,
                                            typename Config::Pipeline& q_pipeline,
@@ -187,6 +175,8 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
   Tensor tDqrdS = operands_dq.partition_fragment_A(sdS);
   Tensor tDqrKt = operands_dq.partition_fragment_B(sKt);
 
+  const TransposedScoreStore<Config, typename Config::SmemLayoutScores> p_store(shared.p, thread);
+  const TransposedScoreStore<Config, typename Config::SmemLayoutScores> ds_store(shared.ds, thread);
   const Tensor score_coords_rc = score_coordinates<Config>(mma_sdp, thread);
 
   Tensor acc_dk = partition_fragment_C(mma_kv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
@@ -265,7 +255,7 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
     }
     softmax_probabilities<1>(s_rc, lse_log2, scale_log2);
     if (needs_mask) zero_invisible(s_rc, score_coords_rc, visible);
-    store_scores(mma_sdp, thread, convert_fragment<Element>(acc_s), sPt(_, _, scores_stage));
+    p_store.store(convert_fragment<Element>(acc_s), scores_stage);
     publish_to_consumers<Config>(kSplitDimProbabilitiesWritten);
     // dV += P^T dO, queued behind dP^T: the tensor pipe runs it while dS is computed and stored,
     // where it would otherwise idle until the dS barrier.
@@ -275,7 +265,7 @@ __device__ void consume_split_dim_backward(const BackwardTmaParams& params, type
     warpgroup_fence_operand(acc_dp);
     softmax_score_gradients<1>(s_rc, dp_rc, delta);
     if (needs_mask) zero_invisible(dp_rc, score_coords_rc, visible);
-    store_scores(mma_sdp, thread, convert_fragment<Element>(acc_dp), sdSt(_, _, scores_stage));
+    ds_store.store(convert_fragment<Element>(acc_dp), scores_stage);
     publish_to_consumers<Config>(kSplitDimScoresWritten);
     // The next step, read where the fewest accumulators are live, a step before its stage lands
     // (and before this step's Q stage goes back, at the next step's S^T).
