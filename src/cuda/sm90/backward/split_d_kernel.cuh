@@ -8,10 +8,10 @@
 //
 // Warp roles (kThreads = 128 + 256):
 //   warpgroup 0: thread 0 walks the steps and issues every TMA load (K and V once, then per step
-//     the Q tile with its LSE and the dO tile with its D: key_tile_common.cuh), paces the walk
-//     a step behind the previous key tile's (walk_pacing.h), and writes beside
-//     each step's Q stage the step after it with that step's dQ slot, which the consumers read
-//     during the step instead of walking; setmaxnreg lowers its registers.
+//     the Q tile with its LSE and the dO tile with its D: key_tile_common.cuh), keeping within a
+//     step of the previous key tile's walk (walk_pacing.h), and writes beside each step's Q stage
+//     the step after it with that step's dQ slot, which the consumers read during the step
+//     instead of walking; setmaxnreg lowers its registers.
 //   warpgroups 1 and 2, consumers: warpgroup w owns queries [32 w, 32 w + 32) of the step's S^T and
 //     dP^T and columns [128 w, 128 w + 128) of dK, dV and dQ. Per step: S^T = K Q^T and
 //     dP^T = V dO^T issued back to back (shared operands); once S^T is done the previous step's dK,
