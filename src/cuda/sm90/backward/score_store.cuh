@@ -10,9 +10,9 @@
 // chunk index XOR key % 8) that is a fixed XOR of the chunk bits and, every 4 stores, the next
 // atom: one shared address per thread and a LOP3 per store. CuTe's element-wise copy instead
 // computes every store's address with 64-bit swizzle arithmetic: hoisted out of the step loop, it
-// spilled at head_dim 64; kept in the loop, at head_dim 256 it was 32 generic
-// 16-bit stores per step and thread, queued with the dQ reductions. The address rule is checked
-// against the layout at compile time.
+// spilled at head_dim 64; kept in the loop, at head_dim 256 it was 32 generic 16-bit stores per
+// step and thread, queued with the dQ reductions. The address rule is checked against the layout
+// at compile time.
 #pragma once
 
 #include <cute/tensor.hpp>

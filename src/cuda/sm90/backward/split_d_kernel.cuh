@@ -24,8 +24,7 @@
 //     reductions (red.global.add.v4.f32: 4 consecutive values of a thread are 16 contiguous bytes
 //     of a 64 x 64 block, a warp's 32 reductions one 512-byte run): 4 at once, while dK still runs
 //     into the next step, and 12 held in registers until the next step's S^T and dP^T are issued
-//     (HeldDqVectors).
-//     Deterministic mode: dV and dK only.
+//     (HeldDqVectors). Deterministic mode: dV and dK only.
 //
 // Pipeline: K and V on one transaction barrier; Q+LSE and dO+D each through kStages buffers of
 // CUTLASS's PipelineTmaAsync (full: TMA transaction bytes; empty: every consumer thread). P^T and
